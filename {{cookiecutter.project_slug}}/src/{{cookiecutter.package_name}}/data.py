@@ -1,0 +1,161 @@
+"""Datasets as NumPy arrays, split into train/val/test with a fixed seed.
+
+Framework-neutral on purpose: the training loop turns these arrays into its own loaders.
+`source` is either `builtin:digits` (scikit-learn's 8x8 digits, no download) or a path/URI
+(`file://`, `s3://`, `gs://`, `az://` through fsspec) to a `.npz` with arrays `x` and `y`, or a
+`.csv` whose last column is the integer label.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+
+import numpy as np
+
+BUILTIN_PREFIX = "builtin:"
+BUILTIN_DATASETS = ("digits",)
+FILE_FORMATS = (".npz", ".csv")
+# Which pip package gives fsspec each bucket scheme, for the error message when it is missing.
+FSSPEC_BACKENDS = {"s3": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "az": "adlfs", "abfs": "adlfs"}
+
+
+class DataError(ValueError):
+    """The data source is missing, unreadable or has the wrong shape."""
+
+
+@dataclass(frozen=True)
+class Split:
+    """Features `x` (float32, shape N x sample shape) and integer labels `y`."""
+
+    x: np.ndarray
+    y: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+
+@dataclass(frozen=True)
+class Splits:
+    train: Split
+    val: Split
+    test: Split
+    num_classes: int
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return tuple(self.train.x.shape[1:])
+
+
+def load_arrays(source: str) -> tuple[np.ndarray, np.ndarray]:
+    """Read features and labels from a built-in dataset name or a path/URI."""
+    if source.startswith(BUILTIN_PREFIX):
+        return _load_builtin(source.removeprefix(BUILTIN_PREFIX))
+    if not source.endswith(FILE_FORMATS):
+        raise DataError(f"data source {source!r} must end with one of {FILE_FORMATS}")
+    raw = _read_bytes(source)
+    if source.endswith(".npz"):
+        with np.load(io.BytesIO(raw)) as archive:
+            if not {"x", "y"} <= set(archive.files):
+                raise DataError(f"{source!r} must hold arrays 'x' and 'y', found {archive.files}")
+            x, y = archive["x"], archive["y"]
+    else:
+        table = np.loadtxt(io.StringIO(raw.decode()), delimiter=",", ndmin=2)
+        x, y = table[:, :-1], table[:, -1]
+    if len(x) != len(y):
+        raise DataError(f"{source!r}: {len(x)} samples but {len(y)} labels")
+    return x.astype(np.float32), y.astype(np.int64)
+
+
+def _load_builtin(name: str) -> tuple[np.ndarray, np.ndarray]:
+    if name != "digits":
+        raise DataError(f"unknown built-in dataset {name!r}; choose from {BUILTIN_DATASETS}")
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    # One channel first (N, 1, 8, 8), pixel values 0..16 scaled to 0..1.
+    images = digits.images[:, None, :, :] / 16.0
+    return images.astype(np.float32), digits.target.astype(np.int64)
+
+
+def _read_bytes(uri: str) -> bytes:
+    import fsspec
+
+    scheme = uri.split("://", 1)[0] if "://" in uri else "file"
+    try:
+        with fsspec.open(uri, "rb") as handle:
+            return handle.read()
+    except FileNotFoundError as err:
+        raise DataError(f"data source not found: {uri!r}") from err
+    except ImportError as err:
+        package = FSSPEC_BACKENDS.get(scheme, "the fsspec backend for it")
+        raise DataError(f"reading {uri!r} needs {package}: pip install {package}") from err
+    except ValueError as err:  # fsspec: "Protocol not known"
+        raise DataError(f"cannot read {uri!r}: {err}") from err
+
+
+def split(
+    x: np.ndarray, y: np.ndarray, val_fraction: float, test_fraction: float, seed: int
+) -> Splits:
+    """Stratified train/val/test split; the same seed always gives the same split."""
+    for name, fraction in (("val_fraction", val_fraction), ("test_fraction", test_fraction)):
+        if not 0.0 < fraction < 1.0:
+            raise DataError(f"{name} must be between 0 and 1, got {fraction}")
+    if val_fraction + test_fraction >= 1.0:
+        raise DataError("val_fraction + test_fraction must leave some data to train on")
+    from sklearn.model_selection import train_test_split
+
+    x_rest, x_test, y_rest, y_test = train_test_split(
+        x, y, test_size=test_fraction, random_state=seed, stratify=y
+    )
+    x_train, x_val, y_train, y_val = train_test_split(
+        x_rest,
+        y_rest,
+        test_size=val_fraction / (1.0 - test_fraction),
+        random_state=seed,
+        stratify=y_rest,
+    )
+    return Splits(
+        train=Split(x_train, y_train),
+        val=Split(x_val, y_val),
+        test=Split(x_test, y_test),
+        num_classes=int(y.max()) + 1,
+    )
+
+
+def load_splits(source: str, val_fraction: float, test_fraction: float, split_seed: int) -> Splits:
+    """Read a data source and split it; the entry point the training scripts use."""
+    x, y = load_arrays(source)
+    return split(x, y, val_fraction, test_fraction, split_seed)
+
+
+def kfold_splits(
+    source: str, folds: int, val_fraction: float, test_fraction: float, split_seed: int
+) -> list[Splits]:
+    """K-fold cross-validation over train+val; the test split stays untouched.
+
+    Fold i holds out the i-th part as its `test` and splits the rest into train and val, so every
+    fold trains, early-stops and reports exactly like a normal run.
+    """
+    if folds < 2:
+        raise DataError(f"folds must be at least 2, got {folds}")
+    from sklearn.model_selection import StratifiedKFold, train_test_split
+
+    pool = load_splits(source, val_fraction, test_fraction, split_seed)
+    x = np.concatenate([pool.train.x, pool.val.x])
+    y = np.concatenate([pool.train.y, pool.val.y])
+    fold_splits = []
+    kfold = StratifiedKFold(n_splits=folds, shuffle=True, random_state=split_seed)
+    for keep, held_out in kfold.split(x, y):
+        x_train, x_val, y_train, y_val = train_test_split(
+            x[keep], y[keep], test_size=val_fraction, random_state=split_seed, stratify=y[keep]
+        )
+        fold_splits.append(
+            Splits(
+                train=Split(x_train, y_train),
+                val=Split(x_val, y_val),
+                test=Split(x[held_out], y[held_out]),
+                num_classes=pool.num_classes,
+            )
+        )
+    return fold_splits

@@ -1,0 +1,59 @@
+"""Score a checkpoint: `python -m PACKAGE.evaluate ckpt_path=RUN_DIR_OR_FILE [split=test]`.
+
+The checkpoint carries the model and data config it was trained with, so evaluation rebuilds the
+same model and the same split without repeating any training overrides.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from . import checkpoint, outputs, runtime
+from .data import load_splits
+from .loop import as_metrics, score
+from .sampling import make_loader
+
+log = logging.getLogger(__name__)
+
+SPLITS = ("train", "val", "test")
+
+
+def evaluate(cfg: DictConfig) -> dict[str, float]:
+    if cfg.split not in SPLITS:
+        raise ValueError(f"split={cfg.split!r} is not one of {SPLITS}")
+    path = checkpoint.resolve(cfg.ckpt_path, checkpoint.BEST)
+    state = checkpoint.load(path)
+    trained = OmegaConf.create(state["config"])
+    device = runtime.pick_device(cfg.device)
+    model = instantiate(
+        trained.model, input_shape=tuple(state["input_shape"]), num_classes=state["num_classes"]
+    )
+    model.load_state_dict(state["model"])
+    model.to(device)
+    data = trained.data
+    source = cfg.data_source or data.source
+    splits = load_splits(source, data.val_fraction, data.test_fraction, data.split_seed)
+    loader = make_loader(getattr(splits, cfg.split), cfg.batch_size, shuffle=False)
+    metrics = as_metrics(score(model, loader, device), cfg.split)
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    outputs.log_summary(
+        f"evaluated {path} on {source} ({cfg.split})",
+        metrics,
+        {"metrics": outputs.write_metrics(metrics, run_dir)},
+    )
+    return metrics
+
+
+@hydra.main(version_base="1.3", config_path="../../configs", config_name="evaluate")
+def main(cfg: DictConfig) -> None:
+    evaluate(cfg)
+
+
+if __name__ == "__main__":
+    main()
