@@ -1,0 +1,19 @@
+"""Finish the project: drop files of choices not taken, write LICENSE and the answers record."""
+
+import json
+import sys
+from pathlib import Path
+
+# Cookiecutter and cruft render this hook while their working folder is the template's, then run
+# it from a temporary file in the new project: the template folder is known only now.
+TEMPLATE_DIR = r"{{ lipsum.__globals__['os'].getcwd() }}"
+ANSWERS = json.loads(r"""{{ cookiecutter | jsonify }}""")
+
+sys.dont_write_bytecode = True  # leave no __pycache__ in the user's template checkout
+sys.path.insert(0, TEMPLATE_DIR)
+from template_tools import prune, write_answers_record, write_license  # noqa: E402
+
+PROJECT_DIR = Path.cwd()
+prune(PROJECT_DIR, ANSWERS)
+write_license(PROJECT_DIR, ANSWERS)
+write_answers_record(PROJECT_DIR, ANSWERS, Path(TEMPLATE_DIR))

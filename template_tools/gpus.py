@@ -1,0 +1,29 @@
+"""Which GPUs each cloud offers, from gpus.json."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+
+CATALOG = Path(__file__).with_name("gpus.json")
+
+
+@cache
+def _clouds() -> dict[str, dict[str, str]]:
+    return json.loads(CATALOG.read_text(encoding="utf-8"))["clouds"]
+
+
+def gpus_on(cloud: str) -> list[str]:
+    """The GPUs `cloud` offers, in catalog order; KeyError for an unknown cloud."""
+    return list(_clouds()[cloud])
+
+
+def check_gpu(cloud: str, gpu: str) -> None:
+    """Raise ValueError unless `cloud` offers `gpu`."""
+    offered = gpus_on(cloud)
+    if gpu not in offered:
+        raise ValueError(
+            f"default_gpu {gpu!r} is not offered by default_cloud {cloud!r}, which offers "
+            f"{', '.join(offered)}; pass one of those as default_gpu, or another default_cloud"
+        )
