@@ -43,7 +43,8 @@ def template_source(template: str, template_dir: Path) -> tuple[str, str | None]
     directory = prefix.rstrip("/") or None if prefix else None
     url = expand_abbreviations(template, BUILTIN_ABBREVIATIONS)
     if is_repo_url(url):
-        return url, directory
+        # cookiecutter's "git+" names the tool; git itself cannot clone such a URL.
+        return url.removeprefix("git+"), directory
     top = _git(template_dir, "rev-parse", "--show-toplevel")
     return str(Path(top or template_dir).resolve()), directory
 

@@ -321,13 +321,14 @@ def test_record_matches_cruft_for_a_local_checkout(template_checkout: Path) -> N
     assert list(record["context"]["cookiecutter"])[-2:] == ["_template", "_commit"]
 
 
-def test_record_expands_github_abbreviations(template_checkout: Path) -> None:
+def test_record_keeps_urls_as_git_clones_them(template_checkout: Path) -> None:
     assert template_source("gh:acme/gpu-template", template_checkout) == (
         "https://github.com/acme/gpu-template.git",
         None,
     )
     url = "https://gitlab.com/acme/t.git"
     assert template_source(url, template_checkout) == (url, None)
+    assert template_source(f"git+{url}", template_checkout) == (url, None)
 
 
 def test_record_of_a_template_in_a_subfolder_names_the_folder(template_checkout: Path) -> None:
