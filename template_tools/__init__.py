@@ -1,19 +1,21 @@
 """Helpers for the template's hooks, tests and tasks: answer checks, variants, pruning, records.
 
-The hooks import this package from the template folder, so it uses only the standard library
-and what cookiecutter itself depends on.
+The hooks import this package from the template folder under the Python that runs cookiecutter
+or cruft, so it needs nothing beyond the standard library, cookiecutter and its dependencies.
 """
 
 from template_tools.checks import validate
-from template_tools.gpus import gpus_on
+from template_tools.gpus import check_gpu, gpus_on
 from template_tools.licenses import license_text, write_license
 from template_tools.naming import check_package_name, check_project_slug
 from template_tools.prune import prune
 from template_tools.record import write_answers_record
-from template_tools.variants import bake, choices, default_answers, variants
+from template_tools.variants import Variant, bake, choices, default_answers, variants
 
 __all__ = [
+    "Variant",
     "bake",
+    "check_gpu",
     "check_package_name",
     "check_project_slug",
     "choices",

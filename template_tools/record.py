@@ -12,6 +12,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from cookiecutter.config import BUILTIN_ABBREVIATIONS
+from cookiecutter.repository import expand_abbreviations, is_repo_url
+
 CRUFT_FILE = ".cruft.json"
 # Context keys cookiecutter adds that describe one run on one machine, not the answers.
 RUN_KEYS = frozenset({"_output_dir", "_repo_dir", "_checkout"})
@@ -36,11 +39,8 @@ def template_source(template: str, template_dir: Path) -> tuple[str, str | None]
     `template` is what cookiecutter was given: a URL or abbreviation (gh:owner/repo) is kept,
     expanded; a local path becomes the absolute path of its git checkout, as cruft records it.
     """
-    from cookiecutter.config import BUILTIN_ABBREVIATIONS
-    from cookiecutter.repository import expand_abbreviations, is_repo_url
-
     prefix = _git(template_dir, "rev-parse", "--show-prefix")
-    directory = prefix.rstrip("/") or None if prefix else None
+    directory = (prefix or "").rstrip("/") or None
     url = expand_abbreviations(template, BUILTIN_ABBREVIATIONS)
     if is_repo_url(url):
         # cookiecutter's "git+" names the tool; git itself cannot clone such a URL.

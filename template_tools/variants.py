@@ -9,6 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cookiecutter.generate import generate_context
+from cookiecutter.main import cookiecutter
+from cookiecutter.prompt import prompt_for_config
+
 from template_tools.checks import validate
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent
@@ -40,9 +44,6 @@ def default_answers(
     template_dir: Path = TEMPLATE_DIR, extra_context: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
     """The answers `cookiecutter --no-input` would use, rendered (slug and package included)."""
-    from cookiecutter.generate import generate_context
-    from cookiecutter.prompt import prompt_for_config
-
     context = generate_context(
         context_file=str(Path(template_dir) / "cookiecutter.json"),
         extra_context=dict(extra_context or {}),
@@ -80,8 +81,6 @@ def variants(template_dir: Path = TEMPLATE_DIR) -> list[Variant]:
 
 def bake(template_dir: Path, output_dir: Path, extra_context: Mapping[str, str]) -> Path:
     """Generate one project with cookiecutter, no prompts, ignoring ~/.cookiecutterrc."""
-    from cookiecutter.main import cookiecutter
-
     project = cookiecutter(
         str(template_dir),
         no_input=True,
