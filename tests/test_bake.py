@@ -1,0 +1,197 @@
+"""Each variant bakes to the expected files, free of Jinja, lint-clean and ready to run."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from binaryornot.check import is_binary
+from conftest import TEMPLATE_DIR, VARIANTS, git
+
+from template_tools import default_answers
+from template_tools.variants import Variant
+
+# The files of a project baked with the default answers ({package}: the package name).
+# When the template gains or loses a file, change this list.
+BASE_FILES = """
+.cruft.json
+.gitignore
+LICENSE
+pyproject.toml
+tasks.py
+configs/callbacks/default.yaml
+configs/crossval.yaml
+configs/data/digits.yaml
+configs/data/files.yaml
+configs/debug/fast.yaml
+configs/debug/overfit.yaml
+configs/debug/short.yaml
+configs/evaluate.yaml
+configs/experiment/digits_cnn.yaml
+configs/experiment/digits_mlp.yaml
+configs/hparams_search/digits_optuna.yaml
+configs/hydra/default.yaml
+configs/logger/jsonl.yaml
+configs/logger/wandb.yaml
+configs/model/cnn.yaml
+configs/model/mlp.yaml
+configs/optimizer/adamw.yaml
+configs/optimizer/sgd.yaml
+configs/paths/default.yaml
+configs/scheduler/constant.yaml
+configs/scheduler/warmup_cosine.yaml
+configs/train.yaml
+configs/trainer/cpu.yaml
+configs/trainer/default.yaml
+configs/trainer/gpu.yaml
+src/{package}/__init__.py
+src/{package}/checkpoint.py
+src/{package}/crossval.py
+src/{package}/data.py
+src/{package}/datasets/README.md
+src/{package}/datasets/digits.npz
+src/{package}/evaluate.py
+src/{package}/loop.py
+src/{package}/models/__init__.py
+src/{package}/models/cnn.py
+src/{package}/models/mlp.py
+src/{package}/monitor.py
+src/{package}/outputs.py
+src/{package}/runtime.py
+src/{package}/sampling.py
+src/{package}/schedules.py
+src/{package}/schema.py
+src/{package}/signals.py
+src/{package}/tracking.py
+src/{package}/train.py
+tests/conftest.py
+tests/test_bad_input.py
+tests/test_checkpoint.py
+tests/test_configs.py
+tests/test_data.py
+tests/test_ddp.py
+tests/test_resume.py
+tests/test_sweep.py
+tests/test_tasks.py
+tests/test_train.py
+tests/test_wandb.py
+"""
+# How an answer other than the default changes that list.
+CHANGES = {
+    ("tracking", "none"): {"remove": ["configs/logger/wandb.yaml", "tests/test_wandb.py"]},
+    ("license", "Proprietary"): {"remove": ["LICENSE"]},
+}
+
+# A `{{` after `$` is a GitHub Actions expression, which belongs in a workflow file.
+JINJA_LEFT = re.compile(rb"(?<!\$)\{\{|\{%")
+TASK_ROW = re.compile(r"^  (\S+) *(.*)$", re.MULTILINE)
+HEAVY_IMPORTS = {"torch", "tensorflow", "hydra", "omegaconf", "numpy", "sklearn", "wandb"}
+# Checks must not write caches into the shared baked projects.
+QUIET_ENV = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def expected_files(answers: dict[str, str]) -> set[str]:
+    """BASE_FILES with CHANGES applied for `answers`."""
+    files = set(BASE_FILES.format(package=answers["package_name"]).split())
+    for (option, value), change in CHANGES.items():
+        if answers[option] == value:
+            files |= set(change.get("add", []))
+            files -= set(change.get("remove", []))
+    return files
+
+
+def files_in(project: Path) -> set[str]:
+    return {p.relative_to(project).as_posix() for p in project.rglob("*") if p.is_file()}
+
+
+def run(project: Path, *command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        command, cwd=project, env=QUIET_ENV, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_file_set(project: Path, variant: Variant) -> None:
+    answers = default_answers(extra_context=variant.extra_context)
+    assert files_in(project) == expected_files(answers)
+
+
+def test_no_jinja_left(project: Path) -> None:
+    # Binary files are copied as they are, as cookiecutter does.
+    texts = [name for name in sorted(files_in(project)) if not is_binary(str(project / name))]
+    assert [name for name in texts if JINJA_LEFT.search((project / name).read_bytes())] == []
+    assert [name for name in files_in(project) if "{" in name] == []
+
+
+def test_ruff_passes_with_the_projects_config(project: Path) -> None:
+    check = run(project, sys.executable, "-m", "ruff", "check", "--no-cache", ".")
+    assert check.returncode == 0, check.stdout + check.stderr
+    form = run(project, sys.executable, "-m", "ruff", "format", "--check", "--no-cache", ".")
+    assert form.returncode == 0, form.stdout + form.stderr
+
+
+def test_tasks_import_no_heavy_modules(project: Path) -> None:
+    code = f"import sys, tasks; print(sorted(set({sorted(HEAVY_IMPORTS)}) & set(sys.modules)))"
+    done = run(project, sys.executable, "-c", code)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_invoke_lists_every_task_with_its_docstring(project: Path) -> None:
+    done = run(project, sys.executable, "-m", "invoke", "--list")
+    assert done.returncode == 0, done.stderr
+    # A task's row starts two spaces in; a wrapped docstring continues further in.
+    rows = dict(TASK_ROW.findall(done.stdout))
+    assert "train" in rows
+    assert [name for name, doc in rows.items() if not doc] == []
+
+
+def test_pyproject_is_toml_with_the_chosen_answers(project: Path, variant: Variant) -> None:
+    answers = default_answers(extra_context=variant.extra_context)
+    pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
+    meta = pyproject["project"]
+    assert meta["name"] == answers["project_slug"]
+    assert meta["requires-python"] == f">={answers['python_version']}"
+    target = "py" + answers["python_version"].replace(".", "")
+    assert pyproject["tool"]["ruff"]["target-version"] == target
+    assert meta.get("license") == (
+        None if answers["license"] == "Proprietary" else answers["license"]
+    )
+    has_wandb = any(dep.startswith("wandb") for dep in meta["dependencies"])
+    assert has_wandb == (answers["tracking"] == "wandb")
+
+
+NO_TRACKING = [v.id for v in VARIANTS if v.extra_context["tracking"] == "none"]
+
+
+@pytest.mark.parametrize("variant_id", NO_TRACKING)
+def test_no_wandb_without_tracking(baked: dict[str, Path], variant_id: str) -> None:
+    project = baked[variant_id]
+    mentions = [
+        name
+        for name in sorted(files_in(project))
+        if "wandb" in name.lower() or b"wandb" in (project / name).read_bytes().lower()
+    ]
+    assert mentions == []
+
+
+def test_default_project_records_its_answers(default_project: Path) -> None:
+    answers = default_answers()
+    assert default_project.name == answers["project_slug"] == "cloud-gpu-project"
+    assert (default_project / "src" / answers["package_name"]).is_dir()
+    record = json.loads((default_project / ".cruft.json").read_text(encoding="utf-8"))
+    commit = git(TEMPLATE_DIR, "rev-parse", "HEAD")
+    assert record["template"] == str(TEMPLATE_DIR)
+    assert record["commit"] == commit
+    assert record["checkout"] is None
+    assert record["directory"] is None
+    assert record["context"]["cookiecutter"] == {
+        **answers,
+        "_template": str(TEMPLATE_DIR),
+        "_commit": commit,
+    }
