@@ -64,7 +64,7 @@ def evaluate(c: Context, ckpt: str) -> None:
 @task(help={"folds": "number of folds"})
 def crossval(c: Context, folds: int = 5) -> None:
     """K-fold cross-validation over train+val: invoke crossval --folds 5."""
-    c.run(_module("crossval", c, f"folds={folds}"), pty=sys.stdout.isatty())
+    c.run(_module("crossval", c, f"data.folds={folds}"), pty=sys.stdout.isatty())
 
 
 @task(help={"search": "a config in configs/hparams_search/ (Optuna); omit for a grid"})

@@ -16,6 +16,7 @@ from omegaconf import DictConfig
 
 from . import outputs, runtime
 from .data import kfold_splits
+from .schema import register
 from .train import fit_and_test, quiet_non_zero_ranks
 
 log = logging.getLogger(__name__)
@@ -27,7 +28,7 @@ def crossval(cfg: DictConfig) -> dict[str, float]:
         run_dir = Path(runtime.broadcast(HydraConfig.get().runtime.output_dir, rt))
         folds = kfold_splits(
             cfg.data.source,
-            cfg.folds,
+            cfg.data.folds,
             cfg.data.val_fraction,
             cfg.data.test_fraction,
             cfg.data.split_seed,
@@ -61,5 +62,6 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
+    register()
     quiet_non_zero_ranks()
     main()

@@ -1,7 +1,7 @@
 """Datasets as NumPy arrays, split into train/val/test with a fixed seed.
 
 Framework-neutral on purpose: the training loop turns these arrays into its own loaders.
-`source` is either `builtin:digits` (scikit-learn's 8x8 digits, no download) or a path/URI
+`source` is either `builtin:digits` (8x8 handwritten digits shipped in `datasets/`) or a path/URI
 (`file://`, `s3://`, `gs://`, `az://` through fsspec) to a `.npz` with arrays `x` and `y`, or a
 `.csv` whose last column is the integer label.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
+from importlib import resources
 
 import numpy as np
 
@@ -68,14 +69,13 @@ def load_arrays(source: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _load_builtin(name: str) -> tuple[np.ndarray, np.ndarray]:
-    if name != "digits":
+    if name not in BUILTIN_DATASETS:
         raise DataError(f"unknown built-in dataset {name!r}; choose from {BUILTIN_DATASETS}")
-    from sklearn.datasets import load_digits
-
-    digits = load_digits()
-    # One channel first (N, 1, 8, 8), pixel values 0..16 scaled to 0..1.
-    images = digits.images[:, None, :, :] / 16.0
-    return images.astype(np.float32), digits.target.astype(np.int64)
+    path = resources.files(__package__) / "datasets" / f"{name}.npz"
+    with path.open("rb") as handle, np.load(handle) as archive:
+        x, y = archive["x"], archive["y"]
+    # One channel first (N, 1, 8, 8), pixel counts 0..16 scaled to 0..1.
+    return (x[:, None, :, :] / 16.0).astype(np.float32), y.astype(np.int64)
 
 
 def _read_bytes(uri: str) -> bytes:
@@ -94,31 +94,34 @@ def _read_bytes(uri: str) -> bytes:
         raise DataError(f"cannot read {uri!r}: {err}") from err
 
 
+def stratified_parts(y: np.ndarray, fractions: list[float], seed: int) -> list[np.ndarray]:
+    """Indices for parts of the given sizes (the rest goes first), each class split alike."""
+    rng = np.random.default_rng(seed)
+    parts: list[list[np.ndarray]] = [[] for _ in range(len(fractions) + 1)]
+    for label in np.unique(y):
+        members = rng.permutation(np.flatnonzero(y == label))
+        bounds = np.cumsum([round(f * len(members)) for f in fractions])
+        pieces = np.split(members, bounds)
+        # np.split puts the fractions first and the remainder last; the remainder is part 0.
+        for part, piece in zip(parts, [pieces[-1], *pieces[:-1]], strict=True):
+            part.append(piece)
+    return [rng.permutation(np.concatenate(part)) for part in parts]
+
+
 def split(
     x: np.ndarray, y: np.ndarray, val_fraction: float, test_fraction: float, seed: int
 ) -> Splits:
     """Stratified train/val/test split; the same seed always gives the same split."""
     for name, fraction in (("val_fraction", val_fraction), ("test_fraction", test_fraction)):
         if not 0.0 < fraction < 1.0:
-            raise DataError(f"{name} must be between 0 and 1, got {fraction}")
+            raise DataError(f"data.{name} must be between 0 and 1, got {fraction}")
     if val_fraction + test_fraction >= 1.0:
-        raise DataError("val_fraction + test_fraction must leave some data to train on")
-    from sklearn.model_selection import train_test_split
-
-    x_rest, x_test, y_rest, y_test = train_test_split(
-        x, y, test_size=test_fraction, random_state=seed, stratify=y
-    )
-    x_train, x_val, y_train, y_val = train_test_split(
-        x_rest,
-        y_rest,
-        test_size=val_fraction / (1.0 - test_fraction),
-        random_state=seed,
-        stratify=y_rest,
-    )
+        raise DataError("data.val_fraction + data.test_fraction must leave data to train on")
+    train, val, test = stratified_parts(y, [val_fraction, test_fraction], seed)
     return Splits(
-        train=Split(x_train, y_train),
-        val=Split(x_val, y_val),
-        test=Split(x_test, y_test),
+        train=Split(x[train], y[train]),
+        val=Split(x[val], y[val]),
+        test=Split(x[test], y[test]),
         num_classes=int(y.max()) + 1,
     )
 
@@ -132,29 +135,27 @@ def load_splits(source: str, val_fraction: float, test_fraction: float, split_se
 def kfold_splits(
     source: str, folds: int, val_fraction: float, test_fraction: float, split_seed: int
 ) -> list[Splits]:
-    """K-fold cross-validation over train+val; the test split stays untouched.
+    """Stratified k-fold over train+val; the test split stays untouched.
 
     Fold i holds out the i-th part as its `test` and splits the rest into train and val, so every
     fold trains, early-stops and reports exactly like a normal run.
     """
     if folds < 2:
-        raise DataError(f"folds must be at least 2, got {folds}")
-    from sklearn.model_selection import StratifiedKFold, train_test_split
-
+        raise DataError(f"data.folds must be at least 2, got {folds}")
     pool = load_splits(source, val_fraction, test_fraction, split_seed)
     x = np.concatenate([pool.train.x, pool.val.x])
     y = np.concatenate([pool.train.y, pool.val.y])
+    parts = stratified_parts(y, [1.0 / folds] * (folds - 1), split_seed)
     fold_splits = []
-    kfold = StratifiedKFold(n_splits=folds, shuffle=True, random_state=split_seed)
-    for keep, held_out in kfold.split(x, y):
-        x_train, x_val, y_train, y_val = train_test_split(
-            x[keep], y[keep], test_size=val_fraction, random_state=split_seed, stratify=y[keep]
-        )
+    for held_out in range(folds):
+        keep = np.concatenate([part for i, part in enumerate(parts) if i != held_out])
+        train, val = (keep[p] for p in stratified_parts(y[keep], [val_fraction], split_seed))
+        test = parts[held_out]
         fold_splits.append(
             Splits(
-                train=Split(x_train, y_train),
-                val=Split(x_val, y_val),
-                test=Split(x[held_out], y[held_out]),
+                train=Split(x[train], y[train]),
+                val=Split(x[val], y[val]),
+                test=Split(x[test], y[test]),
                 num_classes=pool.num_classes,
             )
         )

@@ -18,15 +18,14 @@ from . import checkpoint, outputs, runtime
 from .data import load_splits
 from .loop import as_metrics, score
 from .sampling import make_loader
+from .schema import SplitName, register
 
 log = logging.getLogger(__name__)
 
-SPLITS = ("train", "val", "test")
-
 
 def evaluate(cfg: DictConfig) -> dict[str, float]:
-    if cfg.split not in SPLITS:
-        raise ValueError(f"split={cfg.split!r} is not one of {SPLITS}")
+    """Score the checkpoint at `cfg.ckpt_path` on one split; writes metrics.json."""
+    split = SplitName(cfg.split).value
     path = checkpoint.resolve(cfg.ckpt_path, checkpoint.BEST)
     state = checkpoint.load(path)
     trained = OmegaConf.create(state["config"])
@@ -39,11 +38,11 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     data = trained.data
     source = cfg.data_source or data.source
     splits = load_splits(source, data.val_fraction, data.test_fraction, data.split_seed)
-    loader = make_loader(getattr(splits, cfg.split), cfg.batch_size, shuffle=False)
-    metrics = as_metrics(score(model, loader, device), cfg.split)
+    loader = make_loader(getattr(splits, split), cfg.batch_size, shuffle=False)
+    metrics = as_metrics(score(model, loader, device), split)
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     outputs.log_summary(
-        f"evaluated {path} on {source} ({cfg.split})",
+        f"evaluated {path} on {source} ({split})",
         metrics,
         {"metrics": outputs.write_metrics(metrics, run_dir)},
     )
@@ -56,4 +55,5 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    register()
     main()

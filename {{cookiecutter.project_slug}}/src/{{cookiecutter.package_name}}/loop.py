@@ -28,12 +28,11 @@ from .data import Split, Splits
 from .monitor import EarlyStopping, MetricMonitor
 from .runtime import Runtime, any_rank, rng_state, set_rng_state
 from .sampling import epoch_sampler, make_loader
+from .schema import Mode, Precision
 from .signals import GracefulStop, StopRequested
 from .tracking import Tracker
 
 log = logging.getLogger(__name__)
-
-PRECISIONS = ("fp32", "bf16", "fp16", "mixed")
 
 
 @dataclass
@@ -45,7 +44,7 @@ class Progress:
     global_step: int = 0  # optimizer steps taken
     loss_sum: float = 0.0  # train loss summed over the current epoch's samples
     samples: int = 0
-    finished: bool = False  # max_epochs reached or stopped early: a re-run only re-tests
+    stopped_early: bool = False  # a re-run of a stopped run only re-tests
 
 
 @torch.no_grad()
@@ -73,13 +72,15 @@ def score(
 
 def as_metrics(totals: torch.Tensor, prefix: str) -> dict[str, float]:
     loss_sum, correct, count = totals.tolist()
-    return {f"{prefix}/loss": loss_sum / max(count, 1), f"{prefix}/accuracy": correct / max(count, 1)}
+    return {
+        f"{prefix}/loss": loss_sum / max(count, 1),
+        f"{prefix}/accuracy": correct / max(count, 1),
+    }
 
 
-def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
+def autocast_dtype(choice: str | Precision, device: torch.device) -> torch.dtype | None:
     """The autocast dtype for `trainer.precision`; None means full fp32."""
-    if precision not in PRECISIONS:
-        raise ValueError(f"trainer.precision={precision!r} is not one of {PRECISIONS}")
+    precision = Precision(choice).value
     if precision == "mixed":
         if device.type == "cuda":
             precision = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
@@ -122,14 +123,14 @@ class Trainer:
             self.device.type, enabled=self.amp_dtype == torch.float16
         )
         ckpt = callbacks.checkpoint
-        self.best = MetricMonitor(ckpt.monitor, ckpt.mode)
+        self.best = MetricMonitor(ckpt.monitor, Mode(ckpt.mode).value)
         self.best_val: dict[str, float] = {}  # all validation metrics of the best epoch
         self.mirror_uri = ckpt.mirror_uri
         self.save_every_n_steps = ckpt.every_n_steps
         stopping = callbacks.early_stopping
         self.early_stopping = (
             EarlyStopping(
-                MetricMonitor(stopping.monitor, stopping.mode, stopping.min_delta),
+                MetricMonitor(stopping.monitor, Mode(stopping.mode).value, stopping.min_delta),
                 stopping.patience,
             )
             if stopping
@@ -173,11 +174,13 @@ class Trainer:
         if s.limit_train_batches:
             batches_per_epoch = min(batches_per_epoch, s.limit_train_batches)
         steps_per_epoch = math.ceil(batches_per_epoch / s.accumulate_grad_batches)
-        self.scheduler = self.make_scheduler(self.optimizer, total_steps=steps_per_epoch * s.max_epochs)
+        self.scheduler = self.make_scheduler(
+            self.optimizer, total_steps=steps_per_epoch * s.max_epochs
+        )
         if resume_from is not None:
             self._restore(resume_from)
 
-        while not self.progress.finished and self.progress.epoch < s.max_epochs:
+        while not self.progress.stopped_early and self.progress.epoch < s.max_epochs:
             started = time.perf_counter()
             train_loss = self._train_epoch(train_loader, batches_per_epoch, stop)
             val = self.evaluate(splits.val, "val", s.limit_eval_batches)
@@ -185,7 +188,7 @@ class Trainer:
             improved = self.best.update(val, self.progress.epoch)
             if self.early_stopping is not None:
                 self.early_stopping.monitor.update(val, self.progress.epoch)
-            self.progress.finished = self.progress.epoch >= s.max_epochs or (
+            self.progress.stopped_early = (
                 self.early_stopping is not None and self.early_stopping.should_stop
             )
             epoch_metrics = {"train/epoch_loss": train_loss, **val, "epoch": self.progress.epoch}
@@ -195,7 +198,7 @@ class Trainer:
                 self.best_val = val
                 self._save_best(val)
             self._log_epoch(epoch_metrics, time.perf_counter() - started)
-            if self.early_stopping is not None and self.early_stopping.should_stop:
+            if self.progress.stopped_early:
                 log.info(
                     "early stopping: %s has not improved for %d epochs",
                     self.early_stopping.monitor.metric,
@@ -227,7 +230,9 @@ class Trainer:
                 or progress.batches_done == batches_per_epoch
             )
             # Under DDP, only the last micro-batch of an accumulation syncs gradients.
-            sync = nullcontext() if at_boundary or not self.runtime.distributed else self.net.no_sync()
+            sync = (
+                nullcontext() if at_boundary or not self.runtime.distributed else self.net.no_sync()
+            )
             with sync:
                 with self._autocast():
                     loss = self.loss_fn(self.net(x), y)
@@ -259,7 +264,7 @@ class Trainer:
         progress = self.progress
         if progress.global_step % self.settings.log_every_n_steps == 0:
             self.tracker.log(
-                {"train/loss": float(loss), "train/lr": self.scheduler.get_last_lr()[0]},
+                {"train/loss": float(loss.detach()), "train/lr": self.scheduler.get_last_lr()[0]},
                 step=progress.global_step,
             )
         if self.save_every_n_steps and progress.global_step % self.save_every_n_steps == 0:
@@ -271,7 +276,7 @@ class Trainer:
     @property
     def _show_bar(self) -> bool:
         setting = self.settings.progress_bar
-        on = sys.stderr.isatty() if setting == "auto" else bool(setting)
+        on = sys.stderr.isatty() if setting is None else setting
         return on and self.runtime.is_main
 
     def _log_epoch(self, metrics: dict, seconds: float) -> None:
@@ -325,7 +330,9 @@ class Trainer:
             "progress": asdict(self.progress),
             "best": self.best.state_dict(),
             "best_val": self.best_val,
-            "early_stopping": self.early_stopping.monitor.state_dict() if self.early_stopping else None,
+            "early_stopping": self.early_stopping.monitor.state_dict()
+            if self.early_stopping
+            else None,
             "rng": rng_state(),
             **self.extra_state,
         }

@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 
 def write_resolved_config(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     """Save the config with every interpolation resolved; return it as a plain dict."""
-    resolved = OmegaConf.to_container(cfg, resolve=True)
+    resolved = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     atomic_write(run_dir / "config.yaml", lambda tmp: tmp.write_text(OmegaConf.to_yaml(resolved)))
     return resolved
 

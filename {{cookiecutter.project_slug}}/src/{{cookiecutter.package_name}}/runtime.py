@@ -11,9 +11,9 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-log = logging.getLogger(__name__)
+from .schema import Device
 
-DEVICES = ("auto", "cpu", "cuda", "mps")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -34,10 +34,9 @@ class Runtime:
         return self.world_size > 1
 
 
-def pick_device(name: str, local_rank: int = 0) -> torch.device:
+def pick_device(choice: str | Device, local_rank: int = 0) -> torch.device:
     """`auto` prefers CUDA, then Apple's MPS, then the CPU."""
-    if name not in DEVICES:
-        raise ValueError(f"trainer.device={name!r} is not one of {DEVICES}")
+    name = Device(choice).value
     if name == "auto":
         if torch.cuda.is_available():
             name = "cuda"

@@ -84,6 +84,9 @@ def make_loader(
         num_workers=num_workers,
         pin_memory=pin_memory,
         persistent_workers=num_workers > 0,
+        # Its own generator: iterating must not draw from the global RNG (that would shift
+        # dropout masks after a mid-epoch resume).
+        generator=torch.Generator().manual_seed(seed),
     )
 
 

@@ -1,29 +1,30 @@
-"""Where metrics go: always a JSON-lines file in the run directory, optionally Weights & Biases.
+"""Where metrics go: always metrics.jsonl in the run directory, plus the trackers in `logger`.
 
-Only the main process tracks; other ranks get a tracker that does nothing.
+Each entry of the `logger` config group is a `_target_` factory (see configs/logger/) called with
+the run directory and the resolved config; it returns an object with `log(metrics, step)`,
+`summary(metrics)` and `finish(exit_code)`. Only the main process tracks.
 """
 
 from __future__ import annotations
 
 import json
-import logging
-import netrc
-import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
-from urllib.parse import urlparse
+from typing import Any, Protocol
 
-log = logging.getLogger(__name__)
 
-WANDB_MODES = ("online", "offline", "disabled")
+class ExternalTracker(Protocol):
+    def log(self, metrics: dict[str, float], step: int) -> None: ...
+    def summary(self, metrics: dict[str, Any]) -> None: ...
+    def finish(self, exit_code: int) -> None: ...
 
 
 class Tracker:
-    """Fan metrics out to metrics.jsonl and, when configured, wandb."""
+    """Fan metrics out to metrics.jsonl and every configured tracker."""
 
-    def __init__(self, run_dir: Path, wandb_run: Any = None, enabled: bool = True) -> None:
+    def __init__(self, run_dir: Path, trackers: list[ExternalTracker], enabled: bool) -> None:
         self.enabled = enabled
-        self.wandb_run = wandb_run
+        self.trackers = trackers
         self._jsonl = open(run_dir / "metrics.jsonl", "a") if enabled else None  # noqa: SIM115
 
     def log(self, metrics: dict[str, float], step: int) -> None:
@@ -31,70 +32,31 @@ class Tracker:
             return
         self._jsonl.write(json.dumps({"step": step, **metrics}) + "\n")
         self._jsonl.flush()
-        if self.wandb_run is not None:
-            self.wandb_run.log(metrics, step=step)
+        for tracker in self.trackers:
+            tracker.log(metrics, step)
 
     def summary(self, metrics: dict[str, Any]) -> None:
-        """Final figures: shown in wandb's run summary."""
-        if self.enabled and self.wandb_run is not None:
-            self.wandb_run.summary.update(metrics)
+        """Final figures of the run."""
+        for tracker in self.trackers:
+            tracker.summary(metrics)
 
     def close(self, exit_code: int = 0) -> None:
         if self._jsonl is not None:
             self._jsonl.close()
             self._jsonl = None
-        if self.wandb_run is not None:
-            self.wandb_run.finish(exit_code=exit_code)
-            self.wandb_run = None
-
-
-def wandb_api_key_present() -> bool:
-    """True when wandb can log in without prompting: an env key or a netrc entry for its host."""
-    if os.environ.get("WANDB_API_KEY"):
-        return True
-    host = urlparse(os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")).hostname
-    try:
-        return netrc.netrc().authenticators(host) is not None
-    except (FileNotFoundError, netrc.NetrcParseError):
-        return False
-
-
-def resolve_wandb_mode(requested: str) -> str:
-    """Online needs a key; without one fall back to offline rather than prompt or hang."""
-    if requested not in WANDB_MODES:
-        raise ValueError(f"logger.wandb.mode={requested!r} is not one of {WANDB_MODES}")
-    if requested == "online" and not wandb_api_key_present():
-        log.warning(
-            "wandb: no API key (set WANDB_API_KEY or run `wandb login`); logging offline. "
-            "Upload later with `wandb sync <run dir>/wandb/offline-run-*`."
-        )
-        return "offline"
-    return requested
+        for tracker in self.trackers:
+            tracker.finish(exit_code)
+        self.trackers = []
 
 
 def start(
-    run_dir: Path, config: dict[str, Any], wandb_cfg: dict[str, Any] | None, enabled: bool
+    run_dir: Path,
+    config: dict[str, Any],
+    factories: Mapping[str, Callable[..., ExternalTracker]],
+    enabled: bool,
 ) -> Tracker:
-    """Open the run's trackers. `wandb_cfg` is `logger.wandb` from the config (None: no wandb)."""
-    if not enabled or not wandb_cfg:
-        return Tracker(run_dir, enabled=enabled)
-    import wandb
-
-    settings = dict(wandb_cfg)
-    mode = resolve_wandb_mode(settings.pop("mode", "online"))
-    run = wandb.init(
-        dir=str(run_dir),
-        config=config,
-        mode=mode,
-        # Resuming the same run directory continues the same wandb run.
-        id=settings.pop("id", None) or _stable_run_id(run_dir),
-        resume="allow",
-        **settings,
+    """Open metrics.jsonl and start each tracker (none on ranks other than 0)."""
+    trackers = (
+        [make(run_dir=run_dir, config=config) for make in factories.values()] if enabled else []
     )
-    return Tracker(run_dir, wandb_run=run, enabled=enabled)
-
-
-def _stable_run_id(run_dir: Path) -> str:
-    import hashlib
-
-    return hashlib.sha1(str(run_dir.resolve()).encode()).hexdigest()[:16]
+    return Tracker(run_dir, trackers, enabled)

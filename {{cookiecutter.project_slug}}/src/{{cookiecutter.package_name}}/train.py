@@ -22,6 +22,7 @@ from omegaconf import DictConfig
 from . import checkpoint, outputs, runtime, tracking
 from .data import Splits, load_splits
 from .loop import Trainer
+from .schema import register
 from .signals import GracefulStop, StopRequested
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
 def fit_and_test(
     cfg: DictConfig, rt: runtime.Runtime, splits: Splits, run_dir: Path
 ) -> dict[str, float]:
-    """Train on `splits.train`, early-stop on `splits.val`, score the best model on `splits.test`."""
+    """Train on the train split, early-stop on val, then test the best model on test."""
     started = time.perf_counter()
     checkpoint_dir = run_dir / "checkpoints"
     runtime.seed_everything(cfg.seed, cfg.trainer.deterministic)
@@ -65,7 +66,8 @@ def fit_and_test(
         f"{sum(p.numel() for p in model.parameters()):,}",
         rt.device,
     )
-    tracker = tracking.start(run_dir, config, cfg.logger.get("wandb"), enabled=rt.is_main)
+    trackers = {name: instantiate(factory) for name, factory in cfg.logger.items()}
+    tracker = tracking.start(run_dir, config, trackers, enabled=rt.is_main)
     exit_code = 1  # anything but a clean finish marks the tracked run as failed
     try:
         trainer = Trainer(
@@ -149,5 +151,6 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
+    register()
     quiet_non_zero_ranks()
     main()

@@ -1,0 +1,87 @@
+"""Weights & Biases as a tracker (configs/logger/wandb.yaml): never a prompt, never a hang.
+
+Online needs an API key (WANDB_API_KEY or `wandb login`) and a reachable server; without either,
+the run logs offline and says how to upload it later with `wandb sync`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import netrc
+import os
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+log = logging.getLogger(__name__)
+
+MODES = ("online", "offline", "disabled")
+
+
+class WandbTracker:
+    def __init__(self, run: Any) -> None:
+        self.run = run
+
+    def log(self, metrics: dict[str, float], step: int) -> None:
+        self.run.log(metrics, step=step)
+
+    def summary(self, metrics: dict[str, Any]) -> None:
+        self.run.summary.update(metrics)
+
+    def finish(self, exit_code: int) -> None:
+        self.run.finish(exit_code=exit_code)
+
+
+def api_key_present() -> bool:
+    """True when wandb can log in without prompting: an env key or a netrc entry for its host."""
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    host = urlparse(os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")).hostname
+    try:
+        return netrc.netrc().authenticators(host) is not None
+    except (FileNotFoundError, netrc.NetrcParseError):
+        return False
+
+
+def resolve_mode(requested: str) -> str:
+    if requested not in MODES:
+        raise ValueError(f"logger.wandb.mode={requested!r} is not one of {MODES}")
+    if requested == "online" and not api_key_present():
+        log.warning(
+            "wandb: no API key (set WANDB_API_KEY or run `wandb login`); logging offline. "
+            "Upload later with `wandb sync <run dir>/wandb/offline-run-*`."
+        )
+        return "offline"
+    return requested
+
+
+def start(
+    run_dir: Path,
+    config: dict[str, Any],
+    mode: str = "online",
+    init_timeout: float = 60,
+    **init: Any,
+) -> WandbTracker:
+    """Start a wandb run in `run_dir`; `init` holds the other wandb.init arguments."""
+    import wandb
+
+    mode = resolve_mode(mode)
+    # Re-running the same run directory (a resume) continues the same wandb run.
+    init.setdefault("id", hashlib.sha1(str(run_dir.resolve()).encode()).hexdigest()[:16])
+    settings = wandb.Settings(init_timeout=init_timeout)
+
+    def begin(chosen_mode: str) -> Any:
+        return wandb.init(
+            dir=str(run_dir), config=config, mode=chosen_mode, resume="allow", settings=settings,
+            **init,
+        )  # fmt: skip
+
+    try:
+        return WandbTracker(begin(mode))
+    except Exception as err:  # wandb raises several error types for a server it cannot reach
+        if mode != "online":
+            raise
+        log.warning("wandb: cannot reach the server (%s); logging offline instead", err)
+        wandb.teardown()  # release the half-started online run and its id
+        return WandbTracker(begin("offline"))

@@ -1,0 +1,59 @@
+"""Checkpoint files survive crashes in the middle of a save."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from {{ cookiecutter.package_name }} import checkpoint
+
+
+class ExplodesWhenPickled:
+    def __reduce__(self) -> tuple:
+        raise RuntimeError("disk full")
+
+
+def test_failed_save_keeps_the_previous_checkpoint(tmp_path: Path) -> None:
+    path = tmp_path / checkpoint.LAST
+    checkpoint.save({"step": 1, "weights": torch.ones(3)}, path)
+    with pytest.raises(RuntimeError, match="disk full"):
+        checkpoint.save({"step": 2, "weights": torch.zeros(3), "bad": ExplodesWhenPickled()}, path)
+    assert checkpoint.load(path)["step"] == 1
+    assert [p.name for p in tmp_path.iterdir()] == [checkpoint.LAST]  # no temp file left
+
+
+def test_process_killed_mid_save_leaves_a_readable_checkpoint(tmp_path: Path) -> None:
+    """SIGKILL a process that saves a large checkpoint over and over: the file always loads."""
+    path = tmp_path / checkpoint.LAST
+    script = (
+        "import itertools, sys, torch\n"
+        "from {{ cookiecutter.package_name }} import checkpoint\n"
+        "from pathlib import Path\n"
+        "blob = torch.randn(4_000_000)\n"
+        "for step in itertools.count():\n"
+        "    checkpoint.save({'step': step, 'blob': blob}, Path(sys.argv[1]))\n"
+        "    print(step, flush=True)\n"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", script, str(path)], stdout=subprocess.PIPE, text=True
+    )
+    for _ in range(3):  # let a few saves complete, then kill during a later one
+        process.stdout.readline()
+    time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    state = checkpoint.load(path)
+    assert state["step"] >= 2 and state["blob"].numel() == 4_000_000
+
+
+def test_resolve_finds_checkpoints_in_a_run_directory(tmp_path: Path) -> None:
+    checkpoint.save({"x": 1}, tmp_path / "checkpoints" / checkpoint.BEST)
+    assert checkpoint.resolve(tmp_path) == tmp_path / "checkpoints" / checkpoint.BEST
+    with pytest.raises(FileNotFoundError, match=r"last\.pt"):
+        checkpoint.resolve(tmp_path, checkpoint.LAST)

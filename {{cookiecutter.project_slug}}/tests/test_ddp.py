@@ -1,0 +1,50 @@
+"""DDP under torchrun: two CPU processes with the gloo backend."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import PACKAGE, PROJECT_ROOT, SHORT, project_env, read_metrics
+
+from {{ cookiecutter.package_name }} import checkpoint
+
+
+def torchrun(
+    run_dir: Path | None, *overrides: str, cwd: Path = PROJECT_ROOT
+) -> subprocess.CompletedProcess:
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+        "-m", f"{PACKAGE}.train", *SHORT, *overrides,
+    ]  # fmt: skip
+    if run_dir is not None:
+        command.append(f"hydra.run.dir={run_dir}")
+    return subprocess.run(
+        command, cwd=cwd, env=project_env(), capture_output=True, text=True, timeout=600
+    )
+
+
+@pytest.mark.slow
+def test_two_process_ddp_trains_and_only_rank_zero_writes(tmp_path: Path) -> None:
+    result = torchrun(tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    log = (tmp_path / "debug.log").read_text()
+    assert "DDP: rank 0 of 2" in log and "rank 1" not in log
+    assert read_metrics(tmp_path)["epochs"] == 3
+    state = checkpoint.load(tmp_path / "checkpoints" / checkpoint.LAST)
+    # Each rank sees half of each epoch: 5 capped batches per rank and epoch, 3 epochs.
+    assert state["progress"]["global_step"] == 15
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [".hydra", "checkpoints", "config.yaml", "debug.log", "metrics.json", "metrics.jsonl"]
+    )
+
+
+@pytest.mark.slow
+def test_ddp_without_a_run_dir_makes_one_folder(tmp_path: Path) -> None:
+    """Rank 1 must not create a timestamped folder of its own."""
+    result = torchrun(None, f"paths.root_dir={tmp_path}", "debug=fast")
+    assert result.returncode == 0, result.stdout + result.stderr
+    runs = list((tmp_path / "outputs" / "debug").iterdir())
+    assert len(runs) == 1 and (runs[0] / "metrics.json").is_file()

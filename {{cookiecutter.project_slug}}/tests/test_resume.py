@@ -1,0 +1,101 @@
+"""Preemption and resume: SIGTERM/SIGINT save a checkpoint and exit; a re-run continues exactly."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from conftest import (
+    PROJECT_ROOT,
+    SHORT,
+    module_command,
+    project_env,
+    read_metrics,
+    run_module,
+    train,
+)
+
+from {{ cookiecutter.package_name }} import checkpoint
+
+# Long enough to be interrupted mid-run; deterministic so two runs can be compared exactly.
+RUN = [
+    *SHORT,
+    "trainer.max_epochs=6",
+    "trainer.limit_train_batches=null",
+    "trainer.log_every_n_steps=1",
+]
+
+
+def start_training(run_dir: Path, *overrides: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        module_command("train", *RUN, *overrides, f"hydra.run.dir={run_dir}"),
+        cwd=PROJECT_ROOT,
+        env=project_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def wait_for_steps(run_dir: Path, steps: int, process: subprocess.Popen) -> None:
+    """Block until metrics.jsonl shows `steps` logged steps (training is well under way)."""
+    log = run_dir / "metrics.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
+        if log.exists() and len(log.read_text().splitlines()) >= steps:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"training never reached {steps} steps: {process.communicate()[0]}")
+
+
+def interrupt(run_dir: Path, sig: signal.Signals, after_steps: int) -> tuple[int, float, str]:
+    """Start a run, send `sig` after some steps; return exit code, seconds to exit, output."""
+    process = start_training(run_dir)
+    wait_for_steps(run_dir, after_steps, process)
+    sent = time.monotonic()
+    process.send_signal(sig)
+    output, _ = process.communicate(timeout=60)
+    return process.returncode, time.monotonic() - sent, output
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_saves_checkpoint_and_exits_non_zero(tmp_path: Path, sig: signal.Signals) -> None:
+    code, seconds, output = interrupt(tmp_path, sig, after_steps=30)
+    assert code == 128 + sig, output
+    assert seconds < 5, f"took {seconds:.1f}s to stop"
+    state = checkpoint.load(tmp_path / "checkpoints" / checkpoint.LAST)
+    assert state["progress"]["global_step"] >= 30
+    assert not (tmp_path / "metrics.json").exists()  # the run is not finished
+    assert "checkpoint saved" in output
+
+
+def test_resumed_run_ends_with_the_same_metrics(tmp_path: Path) -> None:
+    straight, interrupted = tmp_path / "straight", tmp_path / "interrupted"
+    train(straight, *RUN)
+    code, _, output = interrupt(interrupted, signal.SIGTERM, after_steps=50)
+    assert code == 128 + signal.SIGTERM, output
+    state = checkpoint.load(interrupted / "checkpoints" / checkpoint.LAST)
+    assert 0 < state["progress"]["epoch"] < 6 or state["progress"]["batches_done"] > 0
+    resumed = train(interrupted, *RUN)
+    assert "resumed from" in resumed.stdout
+    expected, actual = read_metrics(straight), read_metrics(interrupted)
+    for key in ("test/accuracy", "test/loss", "val/accuracy", "val/loss", "best_epoch", "epochs"):
+        assert actual[key] == expected[key], key
+
+
+def test_explicit_checkpoint_path_resumes_into_a_new_directory(tmp_path: Path) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    train(first, *SHORT)
+    result = train(second, *SHORT, "trainer.max_epochs=5", f"ckpt_path={first}")
+    assert "resumed from" in result.stdout
+    assert read_metrics(second)["epochs"] == 5
+
+
+def test_missing_checkpoint_path_is_named(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere"
+    result = run_module("train", *SHORT, f"ckpt_path={missing}", f"hydra.run.dir={tmp_path}/r")
+    assert result.returncode != 0
+    assert f"no checkpoint at '{missing}" in result.stdout

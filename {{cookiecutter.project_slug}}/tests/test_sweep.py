@@ -1,0 +1,36 @@
+"""Hyperparameter sweeps: a Hydra grid and an Optuna search, run locally."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import SHORT, run_module
+
+
+@pytest.mark.slow
+def test_grid_sweep_runs_every_combination(tmp_path: Path) -> None:
+    result = run_module(
+        "train", "-m", *SHORT, "optimizer.lr=0.001,0.01", f"hydra.sweep.dir={tmp_path}"
+    )
+    assert result.returncode == 0, result.stdout
+    configs = [yaml.safe_load((tmp_path / str(i) / "config.yaml").read_text()) for i in (0, 1)]
+    assert [c["optimizer"]["lr"] for c in configs] == [0.001, 0.01]
+    assert all((tmp_path / str(i) / "metrics.json").is_file() for i in (0, 1))
+
+
+@pytest.mark.slow
+def test_optuna_search_optimizes_validation_accuracy(tmp_path: Path) -> None:
+    result = run_module(
+        "train",
+        *SHORT,
+        "hparams_search=digits_optuna",
+        "hydra.sweeper.n_trials=2",
+        f"hydra.sweep.dir={tmp_path}",
+    )
+    assert result.returncode == 0, result.stdout
+    best = yaml.safe_load((tmp_path / "optimization_results.yaml").read_text())
+    assert 0.0 < best["best_value"] <= 1.0
+    assert {"optimizer.lr", "model.dropout"} <= set(best["best_params"])
+    assert len(list(tmp_path.glob("*/metrics.json"))) == 2

@@ -1,0 +1,56 @@
+"""Weights & Biases: never a prompt or a hang, and the API key never lands in the run folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import project_env, run_module
+
+FAKE_KEY = "0123456789abcdef0123456789abcdef01234567"
+
+
+def wandb_env(home: Path, **extra: str) -> dict[str, str]:
+    env = project_env(HOME=str(home), **extra)
+    for name in ("WANDB_MODE", "WANDB_API_KEY", "WANDB_BASE_URL"):
+        env.pop(name, None)
+    env.update(extra)
+    return env
+
+
+def offline_run(run_dir: Path) -> Path:
+    runs = list((run_dir / "wandb").glob("offline-run-*"))
+    assert len(runs) == 1, list((run_dir / "wandb").iterdir())
+    return runs[0]
+
+
+def test_no_api_key_falls_back_to_offline(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    result = run_module(
+        "train", "debug=fast", "logger=wandb", f"hydra.run.dir={run_dir}",
+        env=wandb_env(tmp_path), timeout=180,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout
+    assert "no API key" in result.stdout and "logging offline" in result.stdout
+    # The offline log is protobuf records; its keys are stored as plain bytes.
+    (records,) = offline_run(run_dir).glob("run-*.wandb")
+    data = records.read_bytes()
+    assert b"optimized_metric" in data  # the resolved config
+    assert b"test/accuracy" in data  # the final summary (test metrics are logged nowhere else)
+
+
+@pytest.mark.slow
+def test_unreachable_server_falls_back_and_hides_the_key(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    env = wandb_env(tmp_path, WANDB_API_KEY=FAKE_KEY, WANDB_BASE_URL="http://127.0.0.1:9")
+    result = run_module(
+        "train", "debug=fast", "logger=wandb", "logger.wandb.init_timeout=5",
+        f"hydra.run.dir={run_dir}", env=env, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout
+    assert "cannot reach the server" in result.stdout
+    offline_run(run_dir)
+    assert FAKE_KEY not in result.stdout
+    for path in run_dir.rglob("*"):
+        if path.is_file():
+            assert FAKE_KEY.encode() not in path.read_bytes(), path
