@@ -70,6 +70,7 @@ src/{package}/schema.py
 src/{package}/signals.py
 src/{package}/tracking.py
 src/{package}/train.py
+src/{package}/wandb_tracker.py
 tests/conftest.py
 tests/test_bad_input.py
 tests/test_checkpoint.py
@@ -84,7 +85,13 @@ tests/test_wandb.py
 """
 # How an answer other than the default changes that list.
 CHANGES = {
-    ("tracking", "none"): {"remove": ["configs/logger/wandb.yaml", "tests/test_wandb.py"]},
+    ("tracking", "none"): {
+        "remove": [
+            "configs/logger/wandb.yaml",
+            "src/{package}/wandb_tracker.py",
+            "tests/test_wandb.py",
+        ]
+    },
     ("license", "Proprietary"): {"remove": ["LICENSE"]},
 }
 
@@ -98,11 +105,12 @@ QUIET_ENV = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
 
 def expected_files(answers: dict[str, str]) -> set[str]:
     """BASE_FILES with CHANGES applied for `answers`."""
-    files = set(BASE_FILES.format(package=answers["package_name"]).split())
+    package = answers["package_name"]
+    files = set(BASE_FILES.format(package=package).split())
     for (option, value), change in CHANGES.items():
         if answers[option] == value:
-            files |= set(change.get("add", []))
-            files -= set(change.get("remove", []))
+            files |= {path.format(package=package) for path in change.get("add", [])}
+            files -= {path.format(package=package) for path in change.get("remove", [])}
     return files
 
 
