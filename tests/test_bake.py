@@ -23,6 +23,7 @@ BASE_FILES = """
 .cruft.json
 .gitignore
 LICENSE
+README.md
 pyproject.toml
 tasks.py
 configs/callbacks/default.yaml
