@@ -55,6 +55,14 @@ def test_grad_accumulation_clipping_and_precision(tmp_path: Path) -> None:
     assert state["progress"]["global_step"] == 3 * 3
 
 
+@pytest.mark.slow
+def test_compiled_model_trains_and_saves_plain_weights(tmp_path: Path) -> None:
+    train(tmp_path, "debug=fast", "logger=jsonl", "trainer.compile=true")
+    state = checkpoint.load(tmp_path / "checkpoints" / checkpoint.BEST)
+    # Checkpoints hold the plain module's weights, loadable without torch.compile.
+    assert state["model"] and not any(key.startswith("_orig_mod") for key in state["model"])
+
+
 def test_evaluate_reproduces_the_test_metrics(short_run: Path) -> None:
     result = run_module("evaluate", f"ckpt_path={short_run}", f"hydra.run.dir={short_run}/eval")
     assert result.returncode == 0, result.stdout
