@@ -1,0 +1,234 @@
+"""The template's own tasks: `invoke --list`, `invoke <task> --help`.
+
+Module-level imports are the standard library and invoke only, so `invoke --list` is instant;
+cookiecutter and template_tools are imported inside the tasks that bake.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import socket
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from invoke import Context, Exit, task
+
+ROOT = Path(__file__).resolve().parent
+BUILD = ROOT / "build"
+PYTHON = shlex.quote(sys.executable)
+# torch==X from PyPI is the CUDA build on Linux (several GB); this index has the CPU build.
+CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
+# The template's own Python. The project template is Jinja: the tests lint baked projects instead.
+TEMPLATE_PYTHON = ("template_tools", "hooks", "tests", "tasks.py", "benchmarks")
+WORKFLOWS = ROOT / ".github" / "workflows"
+LOCK_INPUT = "requirements-dev.in"
+LOCK_FILE = "requirements-dev.txt"
+LOCK_PYTHON = "3.11"
+# uv ignores pip's configuration; behind a TLS proxy it needs the system's CA bundle.
+CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+ANSWER_SEPARATORS = re.compile(r"[\s,]+")
+# `invoke bake` words that stand for answers: the defaults, or every variant the tests bake.
+DEFAULTS = "defaults"
+ALL_VARIANTS = "all"
+
+
+def _pty() -> bool:
+    return sys.stdout.isatty()
+
+
+def venv_python(venv: Path) -> Path:
+    """The Python interpreter of the virtual environment at `venv`."""
+    return venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def cpu_torch_index() -> list[str]:
+    """pip arguments that add PyTorch's CPU index, or none where that host does not resolve.
+
+    Without the index pip would take the CUDA build of torch; with an unreachable one it retries
+    every package for minutes (a machine with a local mirror that serves the CPU build).
+    """
+    try:
+        socket.getaddrinfo(urlsplit(CPU_TORCH_INDEX).hostname, 443)
+    except OSError:
+        print(f"note: {CPU_TORCH_INDEX} is unreachable; pip uses its configured indexes only")
+        return []
+    return ["--extra-index-url", CPU_TORCH_INDEX]
+
+
+def project_install_command(
+    python: Path, project: Path, extras: Sequence[str] = ("dev",)
+) -> list[str]:
+    """The pip command that installs `project` editable with `extras`, CPU PyTorch included.
+
+    The same install as the generated project's `invoke setup --cpu` and its CI.
+    """
+    target = f"{project}[{','.join(extras)}]"
+    return [str(python), "-m", "pip", "install", *cpu_torch_index(), "-e", target]
+
+
+def _tool(name: str) -> str:
+    """The path of a tool installed from requirements-dev.txt (next to this Python first)."""
+    beside = Path(sys.executable).parent / name
+    found = str(beside) if beside.exists() else shutil.which(name)
+    if not found:
+        raise Exit(f"{name} not found: install the tools with pip install -r {LOCK_FILE}", code=2)
+    return found
+
+
+def _choose(text: str) -> dict[str, str]:
+    """Answers from `key=value` pairs separated by spaces or commas; exit naming a bad one."""
+    from template_tools import choices, default_answers
+
+    known = [key for key in default_answers() if not key.startswith("_")]
+    options = choices()
+    answers = {}
+    for pair in filter(None, ANSWER_SEPARATORS.split(text)):
+        key, equals, value = pair.partition("=")
+        if not equals:
+            raise Exit(f"{pair!r} is not key=value; for example tracking=none", code=2)
+        if key not in known:
+            raise Exit(f"unknown option {key!r}; the options are: {', '.join(known)}", code=2)
+        if key in options and value not in options[key]:
+            raise Exit(
+                f"{key}={value!r} is not a choice; choose one of: {', '.join(options[key])}",
+                code=2,
+            )
+        answers[key] = value
+    return answers
+
+
+def _check(answers: Mapping[str, str]) -> dict[str, Any]:
+    """The full answers for `answers` (defaults filled in); exit with the rule they break."""
+    from template_tools import default_answers, validate
+
+    full = default_answers(extra_context=answers)
+    try:
+        validate(full)
+    except ValueError as error:
+        raise Exit(f"error: {error}", code=2) from None
+    return full
+
+
+def _bake_fresh(output_dir: Path, answers: Mapping[str, str]) -> Path:
+    """Bake `answers` into `output_dir`, replacing a project of the same name; return it."""
+    from template_tools import bake as bake_project
+
+    slug = _check(answers)["project_slug"]
+    shutil.rmtree(output_dir / slug, ignore_errors=True)
+    project = bake_project(ROOT, output_dir, answers)
+    print(f"baked {project.relative_to(ROOT) if project.is_relative_to(ROOT) else project}")
+    return project
+
+
+def _newest_metrics(project: Path, since: float) -> Path:
+    """The metrics.json of the newest training run in `project` written after `since`."""
+    runs = [
+        path
+        for path in (project / "outputs" / "train").glob("*/metrics.json")
+        if path.stat().st_mtime >= since
+    ]
+    if not runs:
+        raise Exit(f"training wrote no outputs/train/*/metrics.json in {project}", code=1)
+    return max(runs, key=lambda path: path.stat().st_mtime)
+
+
+def _report_run(project: Path, metrics_path: Path) -> None:
+    """Print where a run's metrics and checkpoints went, and its test accuracy."""
+    metrics = json.loads(metrics_path.read_text(encoding="utf-8"))
+    run_dir = metrics_path.parent
+    checkpoints = sorted(p.name for p in (run_dir / "checkpoints").glob("*.pt"))
+    accuracy = metrics.get("test/accuracy")
+    print()
+    print(f"test accuracy  {accuracy:.4f}" if accuracy is not None else "test accuracy  (none)")
+    print(f"project        {project}")
+    print(f"run directory  {run_dir}")
+    print(f"metrics        {metrics_path}")
+    print(f"checkpoints    {run_dir / 'checkpoints'}  ({', '.join(checkpoints) or 'none'})")
+    print(f"next           cd {project} && .venv/bin/invoke --list")
+
+
+@task
+def demo(c: Context) -> None:
+    """Bake the default project into build/demo/, install it in its own venv, train it on CPU.
+
+    Hydra overrides for the training run go after `--`: invoke demo -- trainer.max_epochs=3
+    """
+    project = _bake_fresh(BUILD / "demo", {})
+    venv = project / ".venv"
+    c.run(shlex.join([sys.executable, "-m", "venv", str(venv)]))
+    c.run(shlex.join(project_install_command(venv_python(venv), project)), pty=_pty())
+    started = time.time()
+    with c.cd(project):
+        c.run(f"{shlex.quote(str(venv_python(venv)))} -m invoke train {c.remainder}", pty=_pty())
+    _report_run(project, _newest_metrics(project, started))
+
+
+@task(
+    help={
+        "answers": "key=value answers separated by commas or spaces (quoted), e.g. "
+        "tracking=none,license=MIT; or 'defaults'; or 'all' for every variant the tests bake",
+    }
+)
+def bake(c: Context, answers: str) -> None:
+    """Bake one variant into build/bake/: invoke bake tracking=none | defaults | all."""
+    if answers.startswith("-"):
+        # invoke hands a required argument the next word, so `invoke bake --help` lands here.
+        c.run(f"{PYTHON} -m invoke --search-root {shlex.quote(str(ROOT))} --help bake")
+        return
+    output = BUILD / "bake"
+    if answers != ALL_VARIANTS:
+        _bake_fresh(output, {} if answers == DEFAULTS else _choose(answers))
+        return
+    from template_tools import variants
+
+    shutil.rmtree(output, ignore_errors=True)
+    for variant in variants(ROOT):
+        _bake_fresh(output / variant.id, variant.extra_context)
+
+
+@task
+def test(c: Context) -> None:
+    """Run the template's whole test suite; pytest arguments go after `--`."""
+    with c.cd(ROOT):
+        c.run(f"{PYTHON} -m pytest tests --durations=10 {c.remainder}", pty=_pty())
+
+
+@task
+def lint(c: Context) -> None:
+    """Check the template's Python with ruff and its GitHub workflows with actionlint."""
+    paths = shlex.join(name for name in TEMPLATE_PYTHON if (ROOT / name).exists())
+    workflows = shlex.join(str(path) for path in sorted(WORKFLOWS.glob("*.y*ml")))
+    commands = [
+        f"{PYTHON} -m ruff check {paths}",
+        f"{PYTHON} -m ruff format --check {paths}",
+        f"{shlex.quote(_tool('actionlint'))} {workflows}",
+    ]
+    with c.cd(ROOT):
+        failed = [command for command in commands if c.run(command, warn=True).failed]
+    if failed:
+        raise Exit("lint failed: " + "; ".join(failed), code=1)
+
+
+@task(help={"upgrade": "move every package to its newest version, not only what changed"})
+def lock(c: Context, upgrade: bool = False) -> None:
+    """Regenerate the hash-locked requirements-dev.txt from requirements-dev.in with uv."""
+    env = {}
+    if "SSL_CERT_FILE" not in os.environ and CA_BUNDLE.exists():
+        env["SSL_CERT_FILE"] = str(CA_BUNDLE)
+    command = [
+        sys.executable,
+        *("-m", "uv", "pip", "compile", "--quiet", "--generate-hashes", "--universal"),
+        *("--python-version", LOCK_PYTHON, "--custom-compile-command", "invoke lock"),
+        *(["--upgrade"] if upgrade else []),
+        *(LOCK_INPUT, "--output-file", LOCK_FILE),
+    ]
+    with c.cd(ROOT):
+        c.run(shlex.join(command), env=env)
