@@ -52,6 +52,25 @@ def test_process_killed_mid_save_leaves_a_readable_checkpoint(tmp_path: Path) ->
     assert state["step"] >= 2 and state["blob"].numel() == 4_000_000
 
 
+def test_background_save_snapshots_the_state(tmp_path: Path) -> None:
+    """Training may change the weights right after `save` returns; the file has the old ones."""
+    saver = checkpoint.BackgroundSaver()
+    weights = torch.ones(1_000_000)
+    saver.save({"weights": weights}, tmp_path / checkpoint.LAST)
+    weights.zero_()
+    saver.close()
+    saved = checkpoint.load(tmp_path / checkpoint.LAST)["weights"]
+    assert torch.equal(saved, torch.ones(1_000_000))
+
+
+def test_background_save_error_reaches_the_caller(tmp_path: Path) -> None:
+    saver = checkpoint.BackgroundSaver()
+    saver.save({"bad": ExplodesWhenPickled()}, tmp_path / checkpoint.LAST)
+    with pytest.raises(RuntimeError, match="disk full"):
+        saver.wait()
+    assert not (tmp_path / checkpoint.LAST).exists()
+
+
 def test_resolve_finds_checkpoints_in_a_run_directory(tmp_path: Path) -> None:
     checkpoint.save({"x": 1}, tmp_path / "checkpoints" / checkpoint.BEST)
     assert checkpoint.resolve(tmp_path) == tmp_path / "checkpoints" / checkpoint.BEST

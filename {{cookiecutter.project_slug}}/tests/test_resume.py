@@ -86,6 +86,21 @@ def test_resumed_run_ends_with_the_same_metrics(tmp_path: Path) -> None:
         assert actual[key] == expected[key], key
 
 
+def test_hard_kill_resumes_from_the_last_epoch_checkpoint(tmp_path: Path) -> None:
+    """SIGKILL gives no chance to save: the run resumes from the last epoch-end checkpoint."""
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    every_epoch = "callbacks.checkpoint.min_interval_s=0"
+    train(straight, *RUN, every_epoch)
+    process = start_training(killed, every_epoch)
+    wait_for_steps(killed, 70, process)  # 20 steps and an epoch line per epoch: epoch 3 begun
+    process.kill()
+    process.communicate()
+    state = checkpoint.load(killed / "checkpoints" / checkpoint.LAST)
+    assert state["progress"]["batches_done"] == 0 and state["progress"]["epoch"] >= 2
+    train(killed, *RUN, every_epoch)
+    assert read_metrics(killed)["test/loss"] == read_metrics(straight)["test/loss"]
+
+
 def test_explicit_checkpoint_path_resumes_into_a_new_directory(tmp_path: Path) -> None:
     first, second = tmp_path / "first", tmp_path / "second"
     train(first, *SHORT)

@@ -18,7 +18,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-from omegaconf import DictConfig
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
@@ -28,7 +27,7 @@ from .data import Split, Splits
 from .monitor import EarlyStopping, MetricMonitor
 from .runtime import Runtime, any_rank, rng_state, set_rng_state
 from .sampling import epoch_sampler, make_loader
-from .schema import Mode, Precision
+from .schema import CallbacksConfig, Mode, Precision, TrainerConfig
 from .signals import GracefulStop, StopRequested
 from .tracking import Tracker
 
@@ -90,16 +89,17 @@ def autocast_dtype(choice: str | Precision, device: torch.device) -> torch.dtype
 
 
 class Trainer:
-    """Fits a classifier with cross-entropy. `settings` is `cfg.trainer`, `callbacks` is
-    `cfg.callbacks`; `extra_state` (config, data shape) goes into every checkpoint."""
+    """Fits a classifier with cross-entropy. `settings` and `callbacks` are `cfg.trainer` and
+    `cfg.callbacks` as plain dataclasses (OmegaConf.to_object: attribute reads in the hot loop
+    stay cheap); `extra_state` (config, data shape) goes into every checkpoint."""
 
     def __init__(
         self,
         model: nn.Module,
         make_optimizer: Callable[..., torch.optim.Optimizer],
         make_scheduler: Callable[..., torch.optim.lr_scheduler.LRScheduler],
-        settings: DictConfig,
-        callbacks: DictConfig,
+        settings: TrainerConfig,
+        callbacks: CallbacksConfig,
         runtime: Runtime,
         tracker: Tracker,
         checkpoint_dir: Path,
@@ -127,6 +127,9 @@ class Trainer:
         self.best_val: dict[str, float] = {}  # all validation metrics of the best epoch
         self.mirror_uri = ckpt.mirror_uri
         self.save_every_n_steps = ckpt.every_n_steps
+        self.min_save_interval_s = ckpt.min_interval_s
+        self._saved_at = 0.0  # time.monotonic() of the last write
+        self._unsaved_best: dict | None = None  # best.pt content not yet written
         stopping = callbacks.early_stopping
         self.early_stopping = (
             EarlyStopping(
@@ -137,6 +140,7 @@ class Trainer:
             else None
         )
         self.progress = Progress()
+        self.saver = checkpoint.BackgroundSaver()
         self._epoch_loss = torch.zeros((), device=self.device)  # progress.loss_sum, kept on device
         self.loss_fn = nn.CrossEntropyLoss()
 
@@ -149,10 +153,10 @@ class Trainer:
             net = torch.compile(net)
         return net
 
-    def _autocast(self) -> torch.autocast:
-        return torch.autocast(
-            self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None
-        )
+    def _autocast(self) -> torch.autocast | nullcontext:
+        if self.amp_dtype is None:  # cheaper than a disabled autocast, once per step
+            return nullcontext()
+        return torch.autocast(self.device.type, dtype=self.amp_dtype)
 
     # ---- training -------------------------------------------------------------------------
 
@@ -179,6 +183,7 @@ class Trainer:
         )
         if resume_from is not None:
             self._restore(resume_from)
+        self._saved_at = time.monotonic()
 
         while not self.progress.stopped_early and self.progress.epoch < s.max_epochs:
             started = time.perf_counter()
@@ -193,10 +198,12 @@ class Trainer:
             )
             epoch_metrics = {"train/epoch_loss": train_loss, **val, "epoch": self.progress.epoch}
             self.tracker.log(epoch_metrics, step=self.progress.global_step)
-            self._save_last()
             if improved:
                 self.best_val = val
-                self._save_best(val)
+                self._remember_best(val)
+            finished = self.progress.stopped_early or self.progress.epoch >= s.max_epochs
+            if finished or time.monotonic() - self._saved_at >= self.min_save_interval_s:
+                self._save()
             self._log_epoch(epoch_metrics, time.perf_counter() - started)
             if self.progress.stopped_early:
                 log.info(
@@ -204,6 +211,7 @@ class Trainer:
                     self.early_stopping.monitor.metric,
                     self.early_stopping.patience,
                 )
+        self.saver.close()
         return {**self.best_val, "best_epoch": self.best.best_epoch}
 
     def _train_epoch(self, loader: object, batches_per_epoch: int, stop: GracefulStop) -> float:
@@ -236,8 +244,9 @@ class Trainer:
             with sync:
                 with self._autocast():
                     loss = self.loss_fn(self.net(x), y)
-                self.scaler.scale(loss / s.accumulate_grad_batches).backward()
-            self._epoch_loss += loss.detach() * len(y)
+                scaled = loss / s.accumulate_grad_batches if s.accumulate_grad_batches > 1 else loss
+                self.scaler.scale(scaled).backward()
+            self._epoch_loss.add_(loss.detach(), alpha=len(y))
             progress.samples += len(y)
             bar.update()
             if at_boundary:
@@ -268,9 +277,10 @@ class Trainer:
                 step=progress.global_step,
             )
         if self.save_every_n_steps and progress.global_step % self.save_every_n_steps == 0:
-            self._save_last()
+            self._save()
         if any_rank(stop.requested, self.runtime):
-            self._save_last()
+            self._save()
+            self.saver.close()
             raise StopRequested(stop.signum or signal.SIGTERM)
 
     @property
@@ -318,9 +328,18 @@ class Trainer:
 
     # ---- checkpoints ----------------------------------------------------------------------
 
-    def _save_last(self) -> None:
+    def _save(self) -> None:
+        """Write best.pt (if the best changed since the last write), then last.pt.
+
+        In that order, so a crash between the two never leaves last.pt ahead of best.pt.
+        """
         if not self.runtime.is_main:
             return
+        if self._unsaved_best is not None:
+            self.saver.save(
+                self._unsaved_best, self.checkpoint_dir / checkpoint.BEST, self.mirror_uri
+            )
+            self._unsaved_best = None
         self.progress.loss_sum = float(self._epoch_loss)
         state = {
             "model": self.model.state_dict(),
@@ -336,22 +355,19 @@ class Trainer:
             "rng": rng_state(),
             **self.extra_state,
         }
-        path = self.checkpoint_dir / checkpoint.LAST
-        checkpoint.save(state, path)
-        checkpoint.mirror(path, self.mirror_uri)
+        self.saver.save(state, self.checkpoint_dir / checkpoint.LAST, self.mirror_uri)
+        self._saved_at = time.monotonic()
 
-    def _save_best(self, val_metrics: dict) -> None:
+    def _remember_best(self, val_metrics: dict) -> None:
+        """Keep a CPU copy of the new best weights until the next write."""
         if not self.runtime.is_main:
             return
-        state = {
-            "model": self.model.state_dict(),
+        self._unsaved_best = {
+            "model": checkpoint.cpu_copy(self.model.state_dict()),
             "metrics": val_metrics,
             "epoch": self.progress.epoch,
             **self.extra_state,
         }
-        path = self.checkpoint_dir / checkpoint.BEST
-        checkpoint.save(state, path)
-        checkpoint.mirror(path, self.mirror_uri)
 
     def _restore(self, path: Path) -> None:
         state = checkpoint.load(path, map_location=self.device)
@@ -375,6 +391,7 @@ class Trainer:
 
     def load_best_weights(self) -> dict:
         """Put the best checkpoint's weights into the model (for the final test)."""
+        self.saver.wait()
         state = checkpoint.load(self.checkpoint_dir / checkpoint.BEST, map_location=self.device)
         self.model.load_state_dict(state["model"])
         return state

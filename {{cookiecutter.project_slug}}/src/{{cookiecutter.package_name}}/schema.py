@@ -83,6 +83,7 @@ class CheckpointConfig:
     monitor: str = "val/accuracy"
     mode: Mode = Mode.max
     every_n_steps: Optional[int] = None
+    min_interval_s: float = 30.0
     mirror_uri: Optional[str] = None
 
 

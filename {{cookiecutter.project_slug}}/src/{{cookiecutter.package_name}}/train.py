@@ -17,7 +17,7 @@ from pathlib import Path
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from . import checkpoint, outputs, runtime, tracking
 from .data import Splits, load_splits
@@ -74,8 +74,8 @@ def fit_and_test(
             model,
             make_optimizer=instantiate(cfg.optimizer),
             make_scheduler=instantiate(cfg.scheduler),
-            settings=cfg.trainer,
-            callbacks=cfg.callbacks,
+            settings=OmegaConf.to_object(cfg.trainer),
+            callbacks=OmegaConf.to_object(cfg.callbacks),
             runtime=rt,
             tracker=tracker,
             checkpoint_dir=checkpoint_dir,
