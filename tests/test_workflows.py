@@ -1,0 +1,145 @@
+"""The GitHub workflows, the template's and the generated project's, and what CI runs here.
+
+Each workflow must pass actionlint, zizmor (offline) and GitHub's workflow schema, and pin every
+action by commit SHA. `.ci/run` must run exactly the README's test command.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import TEMPLATE_DIR, git
+
+from template_tools import bake, choices
+
+TOOLS = Path(sys.executable).parent
+TEMPLATE_WORKFLOWS = sorted((TEMPLATE_DIR / ".github" / "workflows").glob("*.yml"))
+GENERATED_WORKFLOWS = ".github/workflows"
+# `uses: owner/repo[/path]@<40 hex> # v1.2.3`: a commit that cannot move, and its release.
+PINNED = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40} # v\d+(\.\d+)*$")
+# README.md marks each of its two commands with an HTML comment the page does not show.
+README_COMMAND = re.compile(r"<!-- (demo|test)-command -->\n```\w*\n(.+)\n```\n")
+
+
+def tool(name: str) -> str:
+    """A linter installed from requirements-dev.txt, beside this Python or on PATH."""
+    found = TOOLS / name if (TOOLS / name).exists() else shutil.which(name)
+    assert found, f"{name} is missing: pip install --require-hashes -r requirements-dev.txt"
+    return str(found)
+
+
+def check(cwd: Path, *command: str) -> None:
+    """Run a linter in `cwd`; fail with its output when it finds something."""
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"{' '.join(command)}:\n{done.stdout}{done.stderr}"
+
+
+@pytest.fixture(scope="module")
+def generated_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The default project as a git repository: actionlint finds workflows from the repo root."""
+    project = bake(TEMPLATE_DIR, tmp_path_factory.mktemp("workflows"), {})
+    git(project, "init", "-q")
+    return project
+
+
+def workflows_of(project: Path) -> list[Path]:
+    found = sorted((project / GENERATED_WORKFLOWS).glob("*.yml"))
+    assert found, f"no workflows in {project / GENERATED_WORKFLOWS}"
+    return found
+
+
+def test_template_has_workflows() -> None:
+    assert [path.name for path in TEMPLATE_WORKFLOWS] == ["ci.yml"]
+
+
+def test_actionlint(generated_repo: Path) -> None:
+    check(generated_repo, tool("actionlint"), *map(str, workflows_of(generated_repo)))
+    check(TEMPLATE_DIR, tool("actionlint"), *map(str, TEMPLATE_WORKFLOWS))
+
+
+def test_zizmor_finds_nothing(generated_repo: Path) -> None:
+    # The pedantic persona: informational findings too (an unnamed job, for instance).
+    for path in [*workflows_of(generated_repo), *TEMPLATE_WORKFLOWS]:
+        check(path.parent, tool("zizmor"), "--offline", "--persona", "pedantic", str(path))
+
+
+def test_github_workflow_schema(generated_repo: Path) -> None:
+    paths = [str(path) for path in [*workflows_of(generated_repo), *TEMPLATE_WORKFLOWS]]
+    check(
+        TEMPLATE_DIR,
+        tool("check-jsonschema"),
+        "--builtin-schema",
+        "vendor.github-workflows",
+        *paths,
+    )
+
+
+def uses_lines(workflow: Path) -> list[str]:
+    """Every `uses:` value of a workflow with its trailing comment, as written."""
+    return re.findall(r"^\s*(?:-\s+)?uses:\s*(.+?)\s*$", workflow.read_text(), re.MULTILINE)
+
+
+def test_every_action_is_pinned_by_sha(generated_repo: Path) -> None:
+    for workflow in [*workflows_of(generated_repo), *TEMPLATE_WORKFLOWS]:
+        jobs = yaml.safe_load(workflow.read_text())["jobs"].values()
+        # Steps that use an action, and jobs that call a reusable workflow.
+        users = [*jobs, *(step for job in jobs for step in job.get("steps", []))]
+        uses = uses_lines(workflow)
+        assert len(uses) == len([user for user in users if "uses" in user]) > 0
+        assert [line for line in uses if not PINNED.match(line)] == [], workflow
+
+
+def test_template_and_project_pin_the_same_actions(generated_repo: Path) -> None:
+    def pins(paths: list[Path]) -> set[str]:
+        return {line for path in paths for line in uses_lines(path)}
+
+    assert pins(workflows_of(generated_repo)) == pins(TEMPLATE_WORKFLOWS)
+
+
+@pytest.mark.parametrize("version", choices()["python_version"])
+def test_generated_ci_uses_the_chosen_python(tmp_path: Path, version: str) -> None:
+    project = bake(TEMPLATE_DIR, tmp_path, {"python_version": version})
+    workflow = yaml.safe_load((project / GENERATED_WORKFLOWS / "ci.yml").read_text())
+    steps = workflow["jobs"]["test"]["steps"]
+    setup = next(step for step in steps if step["uses"].startswith("actions/setup-python@"))
+    assert setup["with"]["python-version"] == version
+    # GitHub expressions survive Jinja rendering.
+    assert workflow["concurrency"]["group"] == "${{ github.workflow }}-${{ github.ref }}"
+
+
+def readme_commands() -> dict[str, str]:
+    """The README's marked commands: {"demo": ..., "test": ...}, in the order written."""
+    return dict(README_COMMAND.findall((TEMPLATE_DIR / "README.md").read_text()))
+
+
+def test_readme_opens_with_the_two_commands() -> None:
+    readme = (TEMPLATE_DIR / "README.md").read_text()
+    commands = readme_commands()
+    assert list(commands) == ["demo", "test"]
+    setup = (
+        "python3 -m venv .venv && .venv/bin/pip install --require-hashes -r requirements-dev.txt"
+    )
+    assert commands == {
+        "demo": f"{setup} && .venv/bin/invoke demo",
+        "test": f"{setup} && .venv/bin/invoke test",
+    }
+    # Right under the title: no section comes before them.
+    first_section = readme.find("\n## ")
+    assert first_section == -1 or readme.index(commands["test"]) < first_section
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    done = subprocess.run(
+        ["bash", str(TEMPLATE_DIR / ".ci" / "run"), "--print-test-command"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == readme_commands()["test"]
