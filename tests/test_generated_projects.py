@@ -1,0 +1,140 @@
+"""Each generated project passes its own test suite and `invoke lint`.
+
+One virtual environment serves every variant: it is made with `python -m venv` and
+`pip install -e "<project>[dev]"` of the variant with the most dependencies, so the install
+a user runs is the one tested, and cached under .cache/ by a hash of those dependencies.
+Each variant then runs with PYTHONPATH=<its src>, so its own code is what runs.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from conftest import TEMPLATE_DIR, VARIANTS
+
+from tasks import project_install_command, venv_python
+from template_tools import bake
+from template_tools.variants import Variant
+
+VENVS = TEMPLATE_DIR / ".cache" / "generated-venv"
+EXTRAS = ("dev",)
+# The variant whose dependencies include every other variant's.
+SUPERSET = {"tracking": "wandb"}
+# Options that change which code and dependencies a project has; one project per combination.
+DISTINCT_OPTIONS = ("framework", "tracking")
+READY = ".complete"  # written last: a venv without it was interrupted
+# Seconds: a project's whole suite trains on CPU; installing torch and friends takes minutes.
+SUITE_TIMEOUT = 1200
+INSTALL_TIMEOUT = 1800
+PYTEST_NO_TESTS = 5
+
+
+def distinct_variants() -> list[Variant]:
+    """The first variant of each combination of DISTINCT_OPTIONS."""
+    found: dict[tuple[str, ...], Variant] = {}
+    for variant in VARIANTS:
+        key = tuple(variant.extra_context[name] for name in DISTINCT_OPTIONS)
+        found.setdefault(key, variant)
+    return list(found.values())
+
+
+def dependency_key(project: Path) -> str:
+    """A hash of what the venv holds: the Python, the project's dependencies and the extras."""
+    meta = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    optional = meta.get("optional-dependencies", {})
+    wanted = {
+        "python": f"{sys.version_info.major}.{sys.version_info.minor}",
+        "dependencies": meta["dependencies"],
+        "extras": {name: optional[name] for name in EXTRAS},
+    }
+    return hashlib.sha256(json.dumps(wanted, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def run_logged(
+    command: list[str], cwd: Path, timeout: int, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run `command`; its output, stdout and stderr merged, comes back in the result."""
+    return subprocess.run(
+        command,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def create_venv(venv: Path, project: Path) -> None:
+    """Make `venv` and install `project` into it, as a user does; fail with pip's output."""
+    shutil.rmtree(venv, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    command = project_install_command(venv_python(venv), project, EXTRAS)
+    done = run_logged(command, project, INSTALL_TIMEOUT)
+    assert done.returncode == 0, f"{' '.join(command)} failed:\n{done.stdout[-6000:]}"
+    (venv / READY).write_text(" ".join(command) + "\n", encoding="utf-8")
+
+
+@pytest.fixture(scope="session")
+def project_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Python of the shared venv for generated projects, made or reused from .cache/."""
+    superset = bake(TEMPLATE_DIR, tmp_path_factory.mktemp("venv-source"), SUPERSET)
+    venv = VENVS / dependency_key(superset)
+    VENVS.mkdir(parents=True, exist_ok=True)
+    # Test runs in the same checkout (several terminals) must not build the venv at once.
+    with (VENVS / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (venv / READY).exists():
+            for stale in VENVS.glob("[!.]*"):  # a venv is a gigabyte: keep only the current one
+                shutil.rmtree(stale, ignore_errors=True)
+            create_venv(venv, superset)
+    return venv_python(venv)
+
+
+@pytest.fixture(params=distinct_variants(), ids=lambda variant: variant.id)
+def fresh_project(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    """A variant baked for this test alone: its suite writes outputs into it."""
+    return bake(TEMPLATE_DIR, tmp_path, request.param.extra_context)
+
+
+def project_env(project: Path) -> dict[str, str]:
+    """The environment that runs `project`'s own code from the shared venv."""
+    return {**os.environ, "PYTHONPATH": str(project / "src"), "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def test_distinct_variants_cover_every_combination() -> None:
+    combos = {tuple(v.extra_context[name] for name in DISTINCT_OPTIONS) for v in VARIANTS}
+    assert len(distinct_variants()) == len(combos) >= 2
+
+
+def test_the_project_imports_its_own_code(fresh_project: Path, project_python: Path) -> None:
+    package = next(path.name for path in (fresh_project / "src").iterdir() if path.is_dir())
+    code = f"import {package}; print({package}.__file__)"
+    done = run_logged(
+        [str(project_python), "-c", code], fresh_project, 120, project_env(fresh_project)
+    )
+    assert done.returncode == 0, done.stdout
+    assert Path(done.stdout.strip().splitlines()[-1]).is_relative_to(fresh_project)
+
+
+@pytest.mark.timeout(SUITE_TIMEOUT + 60)
+def test_the_projects_own_tests_pass(fresh_project: Path, project_python: Path) -> None:
+    command = [str(project_python), "-m", "pytest", "-p", "no:cacheprovider"]
+    done = run_logged(command, fresh_project, SUITE_TIMEOUT, project_env(fresh_project))
+    assert done.returncode != PYTEST_NO_TESTS, f"the project collected no tests:\n{done.stdout}"
+    assert done.returncode == 0, done.stdout[-8000:]
+
+
+def test_invoke_lint_passes(fresh_project: Path, project_python: Path) -> None:
+    command = [str(project_python), "-m", "invoke", "lint"]
+    done = run_logged(command, fresh_project, 300, project_env(fresh_project))
+    assert done.returncode == 0, done.stdout
