@@ -114,7 +114,7 @@ def project_loop(
     with tempfile.TemporaryDirectory() as run_dir:
         tracker = tracking.start(Path(run_dir), {}, {}, enabled=True)
         trainer = loop.Trainer(
-            model,
+            make_model=lambda: model,
             make_optimizer=lambda params: torch.optim.AdamW(params, lr=0.003),
             make_scheduler=schedules.constant,
             settings=OmegaConf.to_object(settings),

@@ -11,13 +11,11 @@ from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from . import checkpoint, outputs, runtime
+from . import checkpoint, outputs
 from .data import load_splits
-from .loop import as_metrics, score
-from .sampling import make_loader
+from .loop import evaluate_split, load_trained
 from .schema import SplitName, register
 
 log = logging.getLogger(__name__)
@@ -29,17 +27,11 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     path = checkpoint.resolve(cfg.ckpt_path, checkpoint.BEST)
     state = checkpoint.load(path)
     trained = OmegaConf.create(state["config"])
-    device = runtime.pick_device(cfg.device)
-    model = instantiate(
-        trained.model, input_shape=tuple(state["input_shape"]), num_classes=state["num_classes"]
-    )
-    model.load_state_dict(state["model"])
-    model.to(device)
+    model = load_trained(trained.model, path, state, cfg.device)
     data = trained.data
     source = cfg.data_source or data.source
     splits = load_splits(source, data.val_fraction, data.test_fraction, data.split_seed)
-    loader = make_loader(getattr(splits, split), cfg.batch_size, shuffle=False)
-    metrics = as_metrics(score(model, loader, device), split)
+    metrics = evaluate_split(model, getattr(splits, split), cfg.batch_size, split)
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     outputs.log_summary(
         f"evaluated {path} on {source} ({split})",

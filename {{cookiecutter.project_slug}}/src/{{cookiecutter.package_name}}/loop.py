@@ -25,7 +25,7 @@ from tqdm import tqdm
 from . import checkpoint
 from .data import Split, Splits
 from .monitor import EarlyStopping, MetricMonitor
-from .runtime import Runtime, any_rank, rng_state, set_rng_state
+from .runtime import Runtime, any_rank, pick_device, rng_state, set_rng_state
 from .sampling import epoch_sampler, make_loader
 from .schema import CallbacksConfig, Mode, Precision, TrainerConfig
 from .signals import GracefulStop, StopRequested
@@ -77,6 +77,24 @@ def as_metrics(totals: torch.Tensor, prefix: str) -> dict[str, float]:
     }
 
 
+def load_trained(model_config: object, path: Path, state: dict, device: str) -> nn.Module:
+    """The model a checkpoint holds, rebuilt from its config (for evaluation)."""
+    from hydra.utils import instantiate
+
+    model = instantiate(
+        model_config, input_shape=tuple(state["input_shape"]), num_classes=state["num_classes"]
+    )
+    model.load_state_dict(state["model"])
+    return model.to(pick_device(device))
+
+
+def evaluate_split(model: nn.Module, split: Split, batch_size: int, prefix: str) -> dict:
+    """Mean loss and accuracy of `model` over `split`, in this process alone."""
+    device = next(model.parameters()).device
+    loader = make_loader(split, batch_size, shuffle=False)
+    return as_metrics(score(model, loader, device), prefix)
+
+
 def autocast_dtype(choice: str | Precision, device: torch.device) -> torch.dtype | None:
     """The autocast dtype for `trainer.precision`; None means full fp32."""
     precision = Precision(choice).value
@@ -95,7 +113,7 @@ class Trainer:
 
     def __init__(
         self,
-        model: nn.Module,
+        make_model: Callable[[], nn.Module],
         make_optimizer: Callable[..., torch.optim.Optimizer],
         make_scheduler: Callable[..., torch.optim.lr_scheduler.LRScheduler],
         settings: TrainerConfig,
@@ -113,7 +131,7 @@ class Trainer:
         self.batch_size, self.seed, self.num_workers = batch_size, seed, num_workers
         self.extra_state = extra_state or {}
         self.device = runtime.device
-        self.model = model.to(self.device)  # the plain module: state dicts come from here
+        self.model = make_model().to(self.device)  # the plain module: state dicts come from here
         self.net = self._wrap(self.model)  # what training forward passes go through
         self.optimizer = make_optimizer(self.model.parameters())
         self.make_scheduler = make_scheduler
@@ -143,6 +161,10 @@ class Trainer:
         self.saver = checkpoint.BackgroundSaver()
         self._epoch_loss = torch.zeros((), device=self.device)  # progress.loss_sum, kept on device
         self.loss_fn = nn.CrossEntropyLoss()
+
+    @property
+    def parameter_count(self) -> int:
+        return sum(p.numel() for p in self.model.parameters())
 
     def _wrap(self, model: nn.Module) -> nn.Module:
         net = model
@@ -388,6 +410,10 @@ class Trainer:
             self.progress.batches_done,
             self.progress.global_step,
         )
+
+    def test(self, split: Split) -> dict[str, float]:
+        """Mean loss and accuracy over `split`, in this process alone (the main one)."""
+        return self.evaluate(split, "test", shard=False)
 
     def load_best_weights(self) -> dict:
         """Put the best checkpoint's weights into the model (for the final test)."""

@@ -52,6 +52,11 @@ def pick_device(choice: str | Device, local_rank: int = 0) -> torch.device:
     return torch.device(name)
 
 
+def process_rank() -> int:
+    """This process's rank as torchrun set it (0 when run on its own), before any setup."""
+    return int(os.environ.get("RANK", "0"))
+
+
 def start(device_name: str) -> Runtime:
     """Join torchrun's process group when launched by torchrun; otherwise run as one process."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))

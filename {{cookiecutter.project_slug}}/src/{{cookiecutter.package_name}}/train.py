@@ -1,4 +1,4 @@
-"""Train a model: `python -m PACKAGE.train [hydra overrides]`, or under torchrun for DDP.
+"""Train a model: `python -m PACKAGE.train [hydra overrides]`, on one device or several.
 
 Reads top to bottom: compose the config, build data, model, optimizer and tracker from it, hand
 them to the loop, test the best checkpoint, write metrics.json. Re-running with the same
@@ -8,7 +8,6 @@ them to the loop, test the best checkpoint, write metrics.json. Re-running with 
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import tempfile
 import time
@@ -32,7 +31,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
     """One training run in the Hydra run directory; returns validation and test metrics."""
     rt = runtime.start(cfg.trainer.device)
     try:
-        # Under torchrun only rank 0 picks the run directory; the others use the same one.
+        # In a job of several processes only the first picks the run directory; all use it.
         run_dir = Path(runtime.broadcast(HydraConfig.get().runtime.output_dir, rt))
         splits = load_splits(
             cfg.data.source, cfg.data.val_fraction, cfg.data.test_fraction, cfg.data.split_seed
@@ -59,19 +58,17 @@ def fit_and_test(
         splits.input_shape,
         splits.num_classes,
     )
-    model = instantiate(cfg.model, input_shape=splits.input_shape, num_classes=splits.num_classes)
-    log.info(
-        "model %s: %s parameters on %s",
-        cfg.model._target_,
-        f"{sum(p.numel() for p in model.parameters()):,}",
-        rt.device,
-    )
     trackers = {name: instantiate(factory) for name, factory in cfg.logger.items()}
     tracker = tracking.start(run_dir, config, trackers, enabled=rt.is_main)
     exit_code = 1  # anything but a clean finish marks the tracked run as failed
     try:
         trainer = Trainer(
-            model,
+            make_model=instantiate(
+                cfg.model,
+                _partial_=True,
+                input_shape=splits.input_shape,
+                num_classes=splits.num_classes,
+            ),
             make_optimizer=instantiate(cfg.optimizer),
             make_scheduler=instantiate(cfg.scheduler),
             settings=OmegaConf.to_object(cfg.trainer),
@@ -88,6 +85,12 @@ def fit_and_test(
                 "num_classes": splits.num_classes,
             },
         )
+        log.info(
+            "model %s: %s parameters on %s",
+            cfg.model._target_,
+            f"{trainer.parameter_count:,}",
+            rt.device,
+        )
         resume_from = runtime.broadcast(
             _resume_checkpoint(cfg, checkpoint_dir) if rt.is_main else None, rt
         )
@@ -95,7 +98,7 @@ def fit_and_test(
             metrics = trainer.fit(splits, stop, resume_from)
         if cfg.test and rt.is_main:
             trainer.load_best_weights()
-            metrics |= trainer.evaluate(splits.test, "test", shard=False)
+            metrics |= trainer.test(splits.test)
         metrics["epochs"] = trainer.progress.epoch
         metrics["wall_time_s"] = round(time.perf_counter() - started, 2)
         if rt.is_main:
@@ -134,8 +137,9 @@ def _resume_checkpoint(cfg: DictConfig, checkpoint_dir: Path) -> Path | None:
 
 
 def quiet_non_zero_ranks() -> None:
-    """torchrun ranks > 0 write nothing of their own: no Hydra output folder, no log file."""
-    if int(os.environ.get("RANK", "0")) == 0:
+    """Processes other than the first of a job write nothing of their own: no Hydra output
+    folder, no log file."""
+    if runtime.process_rank() == 0:
         return
     sys.argv += ["hydra.output_subdir=null", "hydra/job_logging=none", "hydra/hydra_logging=none"]
     if not any(arg.startswith("hydra.run.dir=") for arg in sys.argv):
