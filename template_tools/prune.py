@@ -1,4 +1,9 @@
-"""Remove the generated files that belong to choices not taken, as listed in prune.json."""
+"""Shape the generated project for the answers given, as listed in prune.json.
+
+Each rule applies when every option in its `when` has that value: first `remove` deletes the
+files of choices not taken (globs), then `move` lays a folder of files over the project (each file
+to the same place under the target, replacing a file already there). Folders left empty go too.
+"""
 
 from __future__ import annotations
 
@@ -15,18 +20,54 @@ Rules = list[dict[str, Any]]
 
 @cache
 def default_rules() -> Rules:
-    """The rules from prune.json: [{"when": {option: value}, "remove": [glob, ...]}]."""
+    """The rules from prune.json: [{"when": {option: value}, "remove": [glob], "move": {a: b}}]."""
     return json.loads(RULES.read_text(encoding="utf-8"))["rules"]
+
+
+def matching(answers: Mapping[str, Any], rules: Rules) -> Rules:
+    """The rules whose `when` matches `answers`, in order."""
+    return [
+        rule
+        for rule in rules
+        if all(answers.get(option) == value for option, value in rule["when"].items())
+    ]
 
 
 def paths_to_remove(answers: Mapping[str, Any], rules: Rules) -> list[str]:
     """The globs of every rule whose `when` matches `answers`."""
-    return [
-        pattern
-        for rule in rules
-        if all(answers.get(option) == value for option, value in rule["when"].items())
-        for pattern in rule["remove"]
-    ]
+    return [pattern for rule in matching(answers, rules) for pattern in rule.get("remove", [])]
+
+
+def _remove(project_dir: Path, patterns: list[str]) -> list[Path]:
+    removed = []
+    for pattern in patterns:
+        for path in sorted(project_dir.glob(pattern)):
+            if not path.exists() and not path.is_symlink():
+                continue  # inside a folder this pattern already removed
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+            removed.append(path)
+    return removed
+
+
+def _move(project_dir: Path, source: str, target: str) -> list[Path]:
+    """Move `source` (a file, or every file under a folder) to `target`; return the new paths."""
+    source_path, target_path = project_dir / source, project_dir / target
+    if not source_path.exists():
+        raise FileNotFoundError(f"prune.json moves {source!r}, which the template does not have")
+    if source_path.is_file():
+        pairs = [(source_path, target_path)]
+    else:
+        files = (p for p in sorted(source_path.rglob("*")) if p.is_file())
+        pairs = [(path, target_path / path.relative_to(source_path)) for path in files]
+    moved = []
+    for path, destination in pairs:
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        path.replace(destination)
+        moved.append(destination)
+    return moved
 
 
 def _remove_empty_dirs(root: Path) -> None:
@@ -37,20 +78,20 @@ def _remove_empty_dirs(root: Path) -> None:
 
 
 def prune(project_dir: Path, answers: Mapping[str, Any], rules: Rules | None = None) -> list[Path]:
-    """Remove what the rules (default: prune.json's) name for `answers`; return what went.
+    """Apply the rules (default: prune.json's) that match `answers`; return what was removed.
 
-    Folders left empty go too.
+    Removals of every matching rule come first, then the moves, so a move may replace a file that
+    another rule removes for the same answers. Folders left empty go too.
     """
-    removed = []
-    for pattern in paths_to_remove(answers, default_rules() if rules is None else rules):
-        for path in sorted(Path(project_dir).glob(pattern)):
-            if not path.exists() and not path.is_symlink():
-                continue  # inside a folder this pattern already removed
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path)
-            else:
-                path.unlink()
-            removed.append(path)
-    if removed:
-        _remove_empty_dirs(Path(project_dir))
+    project_dir = Path(project_dir)
+    chosen = matching(answers, default_rules() if rules is None else rules)
+    removed = _remove(project_dir, [p for rule in chosen for p in rule.get("remove", [])])
+    moved = [
+        path
+        for rule in chosen
+        for source, target in rule.get("move", {}).items()
+        for path in _move(project_dir, source, target)
+    ]
+    if removed or moved:
+        _remove_empty_dirs(project_dir)
     return removed
