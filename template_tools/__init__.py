@@ -5,6 +5,7 @@ or cruft, so it needs nothing beyond the standard library, cookiecutter and its 
 """
 
 from template_tools.checks import validate
+from template_tools.frameworks import check_python, frameworks
 from template_tools.gpus import check_gpu, gpus_on
 from template_tools.licenses import license_text, write_license
 from template_tools.naming import check_package_name, check_project_slug
@@ -18,8 +19,10 @@ __all__ = [
     "check_gpu",
     "check_package_name",
     "check_project_slug",
+    "check_python",
     "choices",
     "default_answers",
+    "frameworks",
     "gpus_on",
     "license_text",
     "prune",

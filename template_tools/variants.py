@@ -60,7 +60,7 @@ def _is_valid(answers: Mapping[str, Any]) -> bool:
 
 
 def variants(template_dir: Path = TEMPLATE_DIR) -> list[Variant]:
-    """Every valid combination of PRODUCT_OPTIONS, CYCLED_OPTIONS taking their choices in turn.
+    """Every valid combination of PRODUCT_OPTIONS; CYCLED_OPTIONS take their valid choices in turn.
 
     Options in neither list (default_gpu among them) keep their defaults.
     """
@@ -74,7 +74,9 @@ def variants(template_dir: Path = TEMPLATE_DIR) -> list[Variant]:
     found = []
     for index, combo in enumerate(combos):
         for name in CYCLED_OPTIONS:
-            combo[name] = options[name][index % len(options[name])]
+            # This variant's turn, or the next choice after it that is valid with the rest.
+            turns = options[name][index % len(options[name]) :] + options[name]
+            combo[name] = next(c for c in turns if _is_valid({**defaults, **combo, name: c}))
         found.append(Variant(id="-".join(combo.values()), extra_context=combo))
     return found
 
