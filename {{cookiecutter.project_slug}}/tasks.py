@@ -15,7 +15,9 @@ from invoke import Context, Exit, task
 
 PACKAGE = "{{ cookiecutter.package_name }}"
 PYTHON = shlex.quote(sys.executable)
+{%- if cookiecutter.framework == "pytorch" %}
 CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
+{%- endif %}
 
 
 def _overrides(c: Context) -> str:
@@ -27,6 +29,29 @@ def _module(module: str, c: Context, extra: str = "") -> str:
     return f"{PYTHON} -m {PACKAGE}.{module} {extra} {_overrides(c)}".strip()
 
 
+{% if cookiecutter.framework == "tensorflow" -%}
+@task(help={"cpu": "install the CPU build of TensorFlow (default: only when no NVIDIA GPU)"})
+def setup(c: Context, cpu: bool | None = None) -> None:
+    """Install the project and its dev tools into this Python environment."""
+    if cpu is None:
+        cpu = shutil.which("nvidia-smi") is None
+    extras = "dev" if cpu else "gpu,tools"  # dev is the CPU build and the tools
+    c.run(f"{PYTHON} -m pip install -e '.[{extras}]'", pty=False)
+
+
+@task(
+    help={
+        "gpus": "GPUs for MirroredStrategy in this one process (without a GPU: logical CPU "
+        "devices); 1 trains on one device",
+    }
+)
+def train(c: Context, gpus: int = 1) -> None:
+    """Train locally: invoke train [--gpus N] [-- hydra overrides]."""
+    if gpus < 1:
+        raise Exit(f"--gpus must be at least 1, got {gpus}", code=2)
+    env = {"NUM_REPLICAS": str(gpus)} if gpus > 1 else {}
+    c.run(_module("train", c), env=env, pty=sys.stdout.isatty())
+{%- else -%}
 @task(help={"cpu": "install the CPU build of PyTorch (default: only when no NVIDIA GPU)"})
 def setup(c: Context, cpu: bool | None = None) -> None:
     """Install the project and its dev tools into this Python environment."""
@@ -53,6 +78,7 @@ def train(c: Context, gpus: int = 1) -> None:
         f"-m {PACKAGE}.train {_overrides(c)}",
         pty=sys.stdout.isatty(),
     )
+{%- endif %}
 
 
 @task(help={"ckpt": "a checkpoint file or a run directory (uses its best checkpoint)"})

@@ -19,9 +19,10 @@ def invoke(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_tasks_import_nothing_heavy() -> None:
-    """`invoke --list` must stay instant: tasks.py may not import torch, hydra or numpy."""
+{%- set framework_module = "tensorflow" if cookiecutter.framework == "tensorflow" else "torch" %}
+    """`invoke --list` must stay instant: tasks.py may not import {{ framework_module }}, hydra or numpy."""
     code = (
-        "import sys, tasks; heavy = {'torch', 'hydra', 'numpy', 'tensorflow'}; "
+        "import sys, tasks; heavy = {'{{ framework_module }}', 'hydra', 'numpy'}; "
         "print(sorted(heavy & set(sys.modules)))"
     )
     result = subprocess.run(

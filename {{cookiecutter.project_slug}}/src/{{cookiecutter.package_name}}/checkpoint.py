@@ -6,24 +6,36 @@ the old one. A crash halfway through a save leaves the previous checkpoint whole
 
 from __future__ import annotations
 
-import logging
+{% if cookiecutter.framework == "tensorflow" %}import json
+{% endif %}import logging
 import os
 import tempfile
 from collections.abc import Callable
+{%- if cookiecutter.framework == "pytorch" %}
 from concurrent.futures import Future, ThreadPoolExecutor
+{%- endif %}
 from pathlib import Path
+{%- if cookiecutter.framework == "pytorch" %}
 from typing import Any
+{%- endif %}
 
 log = logging.getLogger(__name__)
 
+{% if cookiecutter.framework == "tensorflow" -%}
+LAST = "last.weights.h5"
+BEST = "best.weights.h5"
+# The HDF5 attribute that holds the run state next to the Keras weights.
+STATE_ATTRIBUTE = "run_state"
+{%- else -%}
 LAST = "last.pt"
 BEST = "best.pt"
+{%- endif %}
 
 
-def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
+def atomic_write(path: Path, write: Callable[[Path], None], suffix: str = ".tmp") -> None:
     """Call `write(tmp_path)`, fsync it, then rename it to `path` (atomic on POSIX)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
     os.close(fd)
     tmp = Path(tmp_name)
     try:
@@ -40,6 +52,30 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
         os.close(dir_fd)
 
 
+{% if cookiecutter.framework == "tensorflow" -%}
+def save(state: dict, path: Path) -> None:
+    """`state["model"]`'s variables (and its optimizer's) in Keras's weights format; the rest of
+    `state` as JSON in the same file, so one atomic rename publishes both."""
+    import h5py
+
+    model, rest = state["model"], {key: value for key, value in state.items() if key != "model"}
+    text = json.dumps(rest)  # before writing anything: a state JSON cannot hold fails early
+
+    def write(tmp: Path) -> None:
+        model.save_weights(tmp)
+        with h5py.File(tmp, "a") as handle:
+            handle.attrs[STATE_ATTRIBUTE] = text
+
+    atomic_write(path, write, suffix=".weights.h5")  # Keras insists on the suffix
+
+
+def load(path: Path) -> dict:
+    """The state saved next to the weights; `model.load_weights(path)` restores the weights."""
+    import h5py
+
+    with h5py.File(path, "r") as handle:
+        return json.loads(handle.attrs[STATE_ATTRIBUTE])
+{%- else -%}
 def save(state: dict, path: Path) -> None:
     import torch
 
@@ -96,6 +132,7 @@ def load(path: Path, map_location: object = "cpu") -> dict:
     # weights_only=False: our checkpoints hold optimizer state and RNG states, not just tensors.
     # Only load checkpoints you wrote yourself.
     return torch.load(path, map_location=map_location, weights_only=False)
+{%- endif %}
 
 
 def resolve(path_or_run_dir: str | Path, name: str = BEST) -> Path:

@@ -1,0 +1,169 @@
+"""Where and how this process runs: devices, the tf.distribute strategy, seeds and determinism.
+
+One process trains on one device, or on several devices of this machine with MirroredStrategy
+(`invoke train --gpus N` sets NUM_REPLICAS), or as one worker of a multi-worker job described by
+TF_CONFIG (MultiWorkerMirroredStrategy).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from .schema import Device
+
+log = logging.getLogger(__name__)
+
+# Replicas of MirroredStrategy in this process: the first N GPUs, or N logical CPU devices.
+REPLICAS_ENV = "NUM_REPLICAS"
+# The longest path `broadcast` sends, in bytes.
+MAX_BROADCAST_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """This process's place in the job: its strategy and, with several workers, its index."""
+
+    strategy: tf.distribute.Strategy
+    device: str  # "cpu" or "gpu"
+    rank: int = 0
+    world_size: int = 1  # worker processes
+
+    @property
+    def is_main(self) -> bool:
+        """Only the main process logs, writes checkpoints and writes outputs."""
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        """More than one worker process."""
+        return self.world_size > 1
+
+    @property
+    def replicas(self) -> int:
+        """Devices that train in sync, over all workers."""
+        return self.strategy.num_replicas_in_sync
+
+
+def pick_device(choice: str | Device) -> str:
+    """`auto` prefers a GPU (CUDA, or Apple's through tensorflow-metal), then the CPU."""
+    name = Device(choice).value
+    has_gpu = bool(tf.config.list_physical_devices("GPU"))
+    if name == "auto":
+        return "gpu" if has_gpu else "cpu"
+    if name in ("cuda", "mps"):
+        if not has_gpu:
+            raise ValueError(f"trainer.device={name} but TensorFlow sees no GPU")
+        return "gpu"
+    tf.config.set_visible_devices([], "GPU")  # trainer.device=cpu: keep ops off any GPU
+    return "cpu"
+
+
+def _tf_config() -> dict:
+    return json.loads(os.environ.get("TF_CONFIG") or "{}")
+
+
+def _workers(tf_config: dict) -> int:
+    cluster = tf_config.get("cluster", {})
+    return len(cluster.get("chief", [])) + len(cluster.get("worker", []))
+
+
+def process_rank() -> int:
+    """This process's index in a multi-worker job (0: the chief), from TF_CONFIG alone."""
+    tf_config = _tf_config()
+    if _workers(tf_config) <= 1:
+        return 0
+    task = tf_config["task"]
+    if task["type"] == "chief":
+        return 0
+    return int(task["index"]) + bool(tf_config["cluster"].get("chief"))
+
+
+def _local_devices(device: str, replicas: int) -> list[str]:
+    """The devices MirroredStrategy spreads over: `replicas` GPUs, or as many logical CPUs."""
+    if device == "cpu" and replicas > 1:
+        # One physical CPU split into logical devices, each a replica with its own batch share.
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * replicas
+        )
+    found = [d.name for d in tf.config.list_logical_devices(device.upper())]
+    if replicas > len(found):
+        raise ValueError(f"{REPLICAS_ENV}={replicas} but only {len(found)} {device} devices")
+    return found[: replicas or len(found)]
+
+
+def start(device_name: str) -> Runtime:
+    """Pick the strategy: multi-worker from TF_CONFIG, several local devices, or the default."""
+    # TensorFlow logs every collective it sets up at INFO; our own lines say what matters.
+    logging.getLogger("tensorflow").setLevel(logging.WARNING)
+    device = pick_device(device_name)
+    workers = _workers(_tf_config())
+    if workers > 1:
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        rank = process_rank()
+        runtime = Runtime(strategy, device, rank, workers)
+        log.info(
+            "MultiWorkerMirroredStrategy: worker %d of %d, %d replicas on %s",
+            rank, runtime.world_size, runtime.replicas, device,
+        )  # fmt: skip
+        return runtime
+    devices = _local_devices(device, int(os.environ.get(REPLICAS_ENV, "0")))
+    if len(devices) > 1:
+        strategy = tf.distribute.MirroredStrategy(devices)
+        log.info("MirroredStrategy over %d devices: %s", len(devices), ", ".join(devices))
+    else:
+        strategy = tf.distribute.get_strategy()  # the default: one device, no copies
+    return Runtime(strategy, device)
+
+
+def stop(runtime: Runtime) -> None:
+    """Nothing to tear down: TensorFlow ends its workers' collectives when the process exits."""
+    del runtime
+
+
+def seed_everything(seed: int, deterministic: bool) -> None:
+    """Seed Python, NumPy and TensorFlow; in deterministic mode also pin kernels with a choice."""
+    keras.utils.set_random_seed(seed)
+    if deterministic:
+        tf.config.experimental.enable_op_determinism()
+
+
+def _sum_over_workers(values: np.ndarray, runtime: Runtime) -> np.ndarray:
+    """Each worker's `values` from its first replica, summed over all workers."""
+    strategy = runtime.strategy
+
+    def first_replica_only() -> tf.Tensor:
+        context = tf.distribute.get_replica_context()
+        local = context.replica_id_in_sync_group % (runtime.replicas // runtime.world_size)
+        return tf.where(local == 0, tf.constant(values), tf.zeros_like(values))
+
+    total = strategy.reduce("SUM", strategy.run(first_replica_only), axis=None)
+    return total.numpy()
+
+
+def broadcast(path: str | Path | None, runtime: Runtime) -> Path | None:
+    """Worker 0's path (or None) on every worker: the run directory, the checkpoint to resume."""
+    if not runtime.distributed:
+        return None if path is None else Path(path)
+    encoded = np.zeros(MAX_BROADCAST_BYTES, np.int32)
+    if runtime.is_main:
+        raw = json.dumps(None if path is None else str(path)).encode()
+        encoded[: len(raw)] = np.frombuffer(raw, np.uint8)
+    received = _sum_over_workers(encoded, runtime).astype(np.uint8)
+    text = json.loads(received.tobytes().rstrip(b"\0").decode())
+    return None if text is None else Path(text)
+
+
+def any_rank(flag: bool, runtime: Runtime) -> bool:
+    """True on every worker if it is true on any worker (so all workers stop at the same step)."""
+    if not runtime.distributed:
+        return flag
+    return bool(_sum_over_workers(np.array([int(flag)], np.int32), runtime)[0])

@@ -1,0 +1,82 @@
+"""Checkpoint files survive crashes in the middle of a save and hold the run state."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+
+from {{ cookiecutter.package_name }} import checkpoint
+
+
+def small_model(seed: int) -> keras.Model:
+    keras.utils.set_random_seed(seed)
+    return keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+
+
+class FailsMidWrite:
+    """A model whose save writes half a file, then fails (a full disk)."""
+
+    def save_weights(self, path: Path) -> None:
+        Path(path).write_bytes(b"half a file")
+        raise OSError("disk full")
+
+
+def test_save_keeps_weights_and_state_in_one_file(tmp_path: Path) -> None:
+    path = tmp_path / checkpoint.LAST
+    model = small_model(0)
+    checkpoint.save({"model": model, "progress": {"epoch": 2}}, path)
+    assert checkpoint.load(path) == {"progress": {"epoch": 2}}
+    other = small_model(1)
+    other.load_weights(path)
+    for saved, loaded in zip(model.get_weights(), other.get_weights(), strict=True):
+        np.testing.assert_array_equal(saved, loaded)
+
+
+def test_failed_save_keeps_the_previous_checkpoint(tmp_path: Path) -> None:
+    path = tmp_path / checkpoint.LAST
+    checkpoint.save({"model": small_model(0), "step": 1}, path)
+    with pytest.raises(OSError, match="disk full"):
+        checkpoint.save({"model": FailsMidWrite(), "step": 2}, path)
+    with pytest.raises(TypeError):  # a state JSON cannot hold fails before anything is written
+        checkpoint.save({"model": small_model(0), "step": object()}, path)
+    assert checkpoint.load(path)["step"] == 1
+    assert [p.name for p in tmp_path.iterdir()] == [checkpoint.LAST]  # no temp file left
+
+
+def test_process_killed_mid_save_leaves_a_readable_checkpoint(tmp_path: Path) -> None:
+    """SIGKILL a process that saves a large checkpoint over and over: the file always loads."""
+    path = tmp_path / checkpoint.LAST
+    script = (
+        "import itertools, sys, keras\n"
+        "from {{ cookiecutter.package_name }} import checkpoint\n"
+        "from pathlib import Path\n"
+        "model = keras.Sequential([keras.Input((2000,)), keras.layers.Dense(2000)])\n"
+        "for step in itertools.count():\n"
+        "    checkpoint.save({'model': model, 'step': step}, Path(sys.argv[1]))\n"
+        "    print(step, flush=True)\n"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", script, str(path)], stdout=subprocess.PIPE, text=True
+    )
+    for _ in range(3):  # let a few saves complete, then kill during a later one
+        process.stdout.readline()
+    time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert checkpoint.load(path)["step"] >= 2
+    model = keras.Sequential([keras.Input((2000,)), keras.layers.Dense(2000)])
+    model.load_weights(path)
+
+
+def test_resolve_finds_checkpoints_in_a_run_directory(tmp_path: Path) -> None:
+    checkpoint.save({"model": small_model(0)}, tmp_path / "checkpoints" / checkpoint.BEST)
+    assert checkpoint.resolve(tmp_path) == tmp_path / "checkpoints" / checkpoint.BEST
+    with pytest.raises(FileNotFoundError, match=r"last\.weights\.h5"):
+        checkpoint.resolve(tmp_path, checkpoint.LAST)
