@@ -14,6 +14,7 @@ import shutil
 import socket
 import sys
 import time
+import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,12 @@ def cpu_torch_index() -> list[str]:
     return ["--extra-index-url", CPU_TORCH_INDEX]
 
 
+def _depends_on_torch(project: Path) -> bool:
+    """Whether the generated `project` lists torch among its dependencies."""
+    meta = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    return any(re.match(r"torch\b", dependency) for dependency in meta["dependencies"])
+
+
 def project_install_command(
     python: Path, project: Path, extras: Sequence[str] = ("dev",)
 ) -> list[str]:
@@ -70,8 +77,9 @@ def project_install_command(
 
     The same install as the generated project's `invoke setup --cpu` and its CI.
     """
+    index = cpu_torch_index() if _depends_on_torch(project) else []
     target = f"{project}[{','.join(extras)}]"
-    return [str(python), "-m", "pip", "install", *cpu_torch_index(), "-e", target]
+    return [str(python), "-m", "pip", "install", *index, "-e", target]
 
 
 def _tool(name: str) -> str:

@@ -1,9 +1,9 @@
 """Each generated project passes its own test suite and `invoke lint`.
 
-One virtual environment serves every variant: it is made with `python -m venv` and
-`pip install -e "<project>[dev]"` of the variant with the most dependencies, so the install
-a user runs is the one tested, and cached under .cache/ by a hash of those dependencies.
-Each variant then runs with PYTHONPATH=<its src>, so its own code is what runs.
+One virtual environment per framework serves that framework's variants: it is made with
+`python -m venv` and `pip install -e "<project>[dev]"` of the variant with the most dependencies,
+so the install a user runs is the one tested, and cached under .cache/ by a hash of those
+dependencies. Each variant then runs with PYTHONPATH=<its src>, so its own code is what runs.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from template_tools.variants import Variant
 
 VENVS = TEMPLATE_DIR / ".cache" / "generated-venv"
 EXTRAS = ("dev",)
-# The variant whose dependencies include every other variant's.
+# With the framework, the answers whose project depends on every package the others do.
 SUPERSET = {"tracking": "wandb"}
 # Options that change which code and dependencies a project has; one project per combination.
 DISTINCT_OPTIONS = ("framework", "tracking")
@@ -84,26 +84,51 @@ def create_venv(venv: Path, project: Path) -> None:
     (venv / READY).write_text(" ".join(command) + "\n", encoding="utf-8")
 
 
-@pytest.fixture(scope="session")
-def project_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The Python of the shared venv for generated projects, made or reused from .cache/."""
-    superset = bake(TEMPLATE_DIR, tmp_path_factory.mktemp("venv-source"), SUPERSET)
-    venv = VENVS / dependency_key(superset)
+def shared_venv(framework: str, scratch: Path) -> Path:
+    """The Python of `framework`'s shared venv, made (from a project baked in `scratch`) or reused.
+
+    Test runs in the same checkout (several terminals) take turns through a lock file.
+    """
+    superset = bake(TEMPLATE_DIR, scratch, {**SUPERSET, "framework": framework})
+    venv = VENVS / f"{framework}-{dependency_key(superset)}"
     VENVS.mkdir(parents=True, exist_ok=True)
-    # Test runs in the same checkout (several terminals) must not build the venv at once.
     with (VENVS / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (venv / READY).exists():
-            for stale in VENVS.glob("[!.]*"):  # a venv is a gigabyte: keep only the current one
+            # A venv is a gigabyte or more: keep only the current one of each framework.
+            for stale in VENVS.glob(f"{framework}-*"):
                 shutil.rmtree(stale, ignore_errors=True)
             create_venv(venv, superset)
     return venv_python(venv)
 
 
+@pytest.fixture(scope="session")
+def venvs() -> dict[str, Path]:
+    """framework -> the Python of its shared venv, made on first use."""
+    return {}
+
+
+@pytest.fixture
+def project_python(
+    venvs: dict[str, Path], fresh_variant: Variant, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """The shared venv's Python for the current variant's framework."""
+    framework = fresh_variant.extra_context["framework"]
+    if framework not in venvs:
+        venvs[framework] = shared_venv(framework, tmp_path_factory.mktemp("venv-source"))
+    return venvs[framework]
+
+
 @pytest.fixture(params=distinct_variants(), ids=lambda variant: variant.id)
-def fresh_project(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
-    """A variant baked for this test alone: its suite writes outputs into it."""
-    return bake(TEMPLATE_DIR, tmp_path, request.param.extra_context)
+def fresh_variant(request: pytest.FixtureRequest) -> Variant:
+    """Each variant of distinct_variants() in turn."""
+    return request.param
+
+
+@pytest.fixture
+def fresh_project(fresh_variant: Variant, tmp_path: Path) -> Path:
+    """The current variant baked for this test alone: its suite writes outputs into it."""
+    return bake(TEMPLATE_DIR, tmp_path, fresh_variant.extra_context)
 
 
 def project_env(project: Path) -> dict[str, str]:
