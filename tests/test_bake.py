@@ -14,10 +14,10 @@ import pytest
 from binaryornot.check import is_binary
 from conftest import TEMPLATE_DIR, VARIANTS, git
 
-from template_tools import default_answers
+from template_tools import default_answers, frameworks
 from template_tools.variants import Variant
 
-# The files of a project baked with the default answers ({package}: the package name).
+# The files of a project baked with the default answers, PyTorch ({package}: the package name).
 # When the template gains or loses a file, change this list.
 BASE_FILES = """
 .cruft.json
@@ -86,6 +86,18 @@ tests/test_wandb.py
 """
 # How an answer other than the default changes that list.
 CHANGES = {
+    ("framework", "tensorflow"): {
+        "add": [
+            "src/{package}/callbacks.py",
+            "src/{package}/inputs.py",
+            "tests/test_distributed.py",
+        ],
+        "remove": [
+            "src/{package}/monitor.py",
+            "src/{package}/sampling.py",
+            "tests/test_ddp.py",
+        ],
+    },
     ("tracking", "none"): {
         "remove": [
             "configs/logger/wandb.yaml",
@@ -100,6 +112,8 @@ CHANGES = {
 JINJA_LEFT = re.compile(rb"(?<!\$)\{\{|\{%")
 TASK_ROW = re.compile(r"^  (\S+) *(.*)$", re.MULTILINE)
 HEAVY_IMPORTS = {"torch", "tensorflow", "hydra", "omegaconf", "numpy", "sklearn", "wandb"}
+# Words that give a framework away: a project of the other framework holds none of them.
+FRAMEWORK_WORDS = {"pytorch": [b"torch"], "tensorflow": [b"tensorflow", b"keras"]}
 # Checks must not write caches into the shared baked projects.
 QUIET_ENV = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
 
@@ -187,6 +201,26 @@ def test_no_wandb_without_tracking(baked: dict[str, Path], variant_id: str) -> N
         if "wandb" in name.lower() or b"wandb" in (project / name).read_bytes().lower()
     ]
     assert mentions == []
+
+
+def test_no_word_of_the_other_framework(project: Path, variant: Variant) -> None:
+    chosen = variant.extra_context["framework"]
+    others = [word for name, words in FRAMEWORK_WORDS.items() if name != chosen for word in words]
+    mentions = [
+        name
+        for name in sorted(files_in(project))
+        for word in others
+        if word in name.lower().encode() or word in (project / name).read_bytes().lower()
+    ]
+    assert mentions == []
+
+
+def test_pinned_framework_is_the_catalogs(project: Path, variant: Variant) -> None:
+    """pyproject.toml pins the release frameworks.json checked the Python versions of."""
+    answers = default_answers(extra_context=variant.extra_context)
+    release = frameworks()[answers["framework"]]
+    pin = f'"{release["package"]}=={release["version"]}"'
+    assert pin in (project / "pyproject.toml").read_text(encoding="utf-8")
 
 
 def test_default_project_records_its_answers(default_project: Path) -> None:

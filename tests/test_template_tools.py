@@ -12,8 +12,10 @@ from conftest import TEMPLATE_DIR, commit_all, git
 from template_tools import (
     check_package_name,
     check_project_slug,
+    check_python,
     choices,
     default_answers,
+    frameworks,
     gpus_on,
     license_text,
     prune,
@@ -226,6 +228,76 @@ def test_prune_rule_needs_every_condition(tmp_path: Path) -> None:
     assert prune(tmp_path, {"framework": "tensorflow", "tracking": "none"}, rules) == [
         tmp_path / "a.py"
     ]
+
+
+def test_prune_moves_a_folder_over_the_project(tmp_path: Path) -> None:
+    rules = [{"when": {"framework": "tensorflow"}, "remove": ["src/pkg/sampling.py"],
+              "move": {"_tf": "."}}]  # fmt: skip
+    _touch(tmp_path, "src/pkg/loop.py", "src/pkg/sampling.py", "src/pkg/data.py")
+    (tmp_path / "_tf/src/pkg").mkdir(parents=True)
+    (tmp_path / "_tf/src/pkg/loop.py").write_text("keras loop")
+    (tmp_path / "_tf/src/pkg/callbacks.py").write_text("callbacks")
+    removed = prune(tmp_path, {"framework": "tensorflow"}, rules)
+    assert removed == [tmp_path / "src/pkg/sampling.py"]
+    assert _tree(tmp_path) == {
+        "src", "src/pkg", "src/pkg/loop.py", "src/pkg/data.py", "src/pkg/callbacks.py",
+    }  # fmt: skip
+    assert (tmp_path / "src/pkg/loop.py").read_text() == "keras loop"
+
+
+def test_prune_moves_a_single_file(tmp_path: Path) -> None:
+    rules = [{"when": {"tracking": "wandb"}, "move": {"extra/w.yaml": "configs/logger/wandb.yaml"}}]
+    _touch(tmp_path, "extra/w.yaml")
+    prune(tmp_path, {"tracking": "wandb"}, rules)
+    assert _tree(tmp_path) == {"configs", "configs/logger", "configs/logger/wandb.yaml"}
+
+
+def test_prune_names_a_move_source_the_template_lacks(tmp_path: Path) -> None:
+    rules = [{"when": {"framework": "tensorflow"}, "move": {"_tf": "."}}]
+    with pytest.raises(FileNotFoundError, match="'_tf'"):
+        prune(tmp_path, {"framework": "tensorflow"}, rules)
+
+
+def test_default_rules_leave_no_framework_overlay(tmp_path: Path) -> None:
+    for framework in choices()["framework"]:
+        project = tmp_path / framework
+        _touch(project, "_tensorflow/src/pkg/loop.py", "src/pkg/loop.py", "src/pkg/sampling.py")
+        prune(project, {"framework": framework, "tracking": "wandb"})
+        assert not (project / "_tensorflow").exists()
+        assert (project / "src/pkg/loop.py").is_file()
+
+
+# --- frameworks and Python versions ---
+
+
+def test_every_framework_choice_supports_every_python_choice() -> None:
+    options = choices()
+    assert set(options["framework"]) == set(frameworks())
+    for framework in options["framework"]:
+        for version in options["python_version"]:
+            check_python(framework, version)
+
+
+def test_python_without_framework_wheels_is_rejected() -> None:
+    answers = default_answers(extra_context={"framework": "tensorflow"})
+    answers["python_version"] = "3.14"  # torch 2.13 has wheels for it, TensorFlow 2.21 none
+    check_python("pytorch", "3.14")
+    with pytest.raises(ValueError) as caught:
+        validate(answers)
+    message = str(caught.value)
+    assert "python_version '3.14'" in message and "tensorflow-cpu==2.21.0" in message
+    assert "3.10, 3.11, 3.12, 3.13" in message
+
+
+def test_variants_skip_a_python_the_framework_lacks(tmp_path: Path) -> None:
+    spec = json.loads((TEMPLATE_DIR / "cookiecutter.json").read_text())
+    spec["python_version"] = ["3.14", "3.13"]
+    (tmp_path / "cookiecutter.json").write_text(json.dumps(spec))
+    found = variants(tmp_path)
+    assert {v.extra_context["python_version"] for v in found} == {"3.14", "3.13"}
+    for v in found:
+        if v.extra_context["framework"] == "tensorflow":
+            assert v.extra_context["python_version"] == "3.13", v.id
 
 
 # --- licenses ---
