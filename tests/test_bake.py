@@ -21,6 +21,7 @@ from template_tools.variants import Variant
 # When the template gains or loses a file, change this list.
 BASE_FILES = """
 .cruft.json
+.github/workflows/ci.yml
 .gitignore
 LICENSE
 README.md
