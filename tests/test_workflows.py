@@ -41,11 +41,17 @@ def check(cwd: Path, *command: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def generated_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The default project as a git repository: actionlint finds workflows from the repo root."""
-    project = bake(TEMPLATE_DIR, tmp_path_factory.mktemp("workflows"), {})
-    git(project, "init", "-q")
-    return project
+def generated_repos(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """A project per framework (its workflow differs), each a git repository.
+
+    actionlint looks for workflows from the repository root.
+    """
+    repos = []
+    for framework in choices()["framework"]:
+        project = bake(TEMPLATE_DIR, tmp_path_factory.mktemp(framework), {"framework": framework})
+        git(project, "init", "-q")
+        repos.append(project)
+    return repos
 
 
 def workflows_of(project: Path) -> list[Path]:
@@ -54,23 +60,30 @@ def workflows_of(project: Path) -> list[Path]:
     return found
 
 
+@pytest.fixture(scope="module")
+def all_workflows(generated_repos: list[Path]) -> list[Path]:
+    """The generated projects' workflows, then the template's."""
+    return [*(path for repo in generated_repos for path in workflows_of(repo)), *TEMPLATE_WORKFLOWS]
+
+
 def test_template_has_workflows() -> None:
     assert [path.name for path in TEMPLATE_WORKFLOWS] == ["ci.yml"]
 
 
-def test_actionlint(generated_repo: Path) -> None:
-    check(generated_repo, tool("actionlint"), *map(str, workflows_of(generated_repo)))
+def test_actionlint(generated_repos: list[Path]) -> None:
+    for repo in generated_repos:
+        check(repo, tool("actionlint"), *map(str, workflows_of(repo)))
     check(TEMPLATE_DIR, tool("actionlint"), *map(str, TEMPLATE_WORKFLOWS))
 
 
-def test_zizmor_finds_nothing(generated_repo: Path) -> None:
+def test_zizmor_finds_nothing(all_workflows: list[Path]) -> None:
     # The pedantic persona: informational findings too (an unnamed job, for instance).
-    for path in [*workflows_of(generated_repo), *TEMPLATE_WORKFLOWS]:
+    for path in all_workflows:
         check(path.parent, tool("zizmor"), "--offline", "--persona", "pedantic", str(path))
 
 
-def test_github_workflow_schema(generated_repo: Path) -> None:
-    paths = [str(path) for path in [*workflows_of(generated_repo), *TEMPLATE_WORKFLOWS]]
+def test_github_workflow_schema(all_workflows: list[Path]) -> None:
+    paths = [str(path) for path in all_workflows]
     check(
         TEMPLATE_DIR,
         tool("check-jsonschema"),
@@ -85,8 +98,8 @@ def uses_lines(workflow: Path) -> list[str]:
     return re.findall(r"^\s*(?:-\s+)?uses:\s*(.+?)\s*$", workflow.read_text(), re.MULTILINE)
 
 
-def test_every_action_is_pinned_by_sha(generated_repo: Path) -> None:
-    for workflow in [*workflows_of(generated_repo), *TEMPLATE_WORKFLOWS]:
+def test_every_action_is_pinned_by_sha(all_workflows: list[Path]) -> None:
+    for workflow in all_workflows:
         jobs = yaml.safe_load(workflow.read_text())["jobs"].values()
         # Steps that use an action, and jobs that call a reusable workflow.
         users = [*jobs, *(step for job in jobs for step in job.get("steps", []))]
@@ -95,11 +108,12 @@ def test_every_action_is_pinned_by_sha(generated_repo: Path) -> None:
         assert [line for line in uses if not PINNED.match(line)] == [], workflow
 
 
-def test_template_and_project_pin_the_same_actions(generated_repo: Path) -> None:
+def test_template_and_projects_pin_the_same_actions(generated_repos: list[Path]) -> None:
     def pins(paths: list[Path]) -> set[str]:
         return {line for path in paths for line in uses_lines(path)}
 
-    assert pins(workflows_of(generated_repo)) == pins(TEMPLATE_WORKFLOWS)
+    for repo in generated_repos:
+        assert pins(workflows_of(repo)) == pins(TEMPLATE_WORKFLOWS), repo.name
 
 
 @pytest.mark.parametrize("version", choices()["python_version"])
@@ -107,7 +121,7 @@ def test_generated_ci_uses_the_chosen_python(tmp_path: Path, version: str) -> No
     project = bake(TEMPLATE_DIR, tmp_path, {"python_version": version})
     workflow = yaml.safe_load((project / GENERATED_WORKFLOWS / "ci.yml").read_text())
     steps = workflow["jobs"]["test"]["steps"]
-    setup = next(step for step in steps if step["uses"].startswith("actions/setup-python@"))
+    setup = next(step for step in steps if step.get("uses", "").startswith("actions/setup-python@"))
     assert setup["with"]["python-version"] == version
     # GitHub expressions survive Jinja rendering.
     assert workflow["concurrency"]["group"] == "${{ github.workflow }}-${{ github.ref }}"
