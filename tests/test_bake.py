@@ -70,6 +70,7 @@ src/{package}/sampling.py
 src/{package}/schedules.py
 src/{package}/schema.py
 src/{package}/signals.py
+src/{package}/storage.py
 src/{package}/tracking.py
 src/{package}/train.py
 src/{package}/wandb_tracker.py

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from {{ cookiecutter.package_name }} import checkpoint
+from {{ cookiecutter.package_name }} import checkpoint, storage
 
 
 class ExplodesWhenPickled:
@@ -73,6 +73,7 @@ def test_background_save_error_reaches_the_caller(tmp_path: Path) -> None:
 
 def test_resolve_finds_checkpoints_in_a_run_directory(tmp_path: Path) -> None:
     checkpoint.save({"x": 1}, tmp_path / "checkpoints" / checkpoint.BEST)
-    assert checkpoint.resolve(tmp_path) == tmp_path / "checkpoints" / checkpoint.BEST
+    found = storage.resolve(tmp_path, checkpoint.BEST)
+    assert found == tmp_path / "checkpoints" / checkpoint.BEST
     with pytest.raises(FileNotFoundError, match=r"last\.pt"):
-        checkpoint.resolve(tmp_path, checkpoint.LAST)
+        storage.resolve(tmp_path, checkpoint.LAST)

@@ -12,7 +12,7 @@ import keras
 import numpy as np
 import pytest
 
-from {{ cookiecutter.package_name }} import checkpoint
+from {{ cookiecutter.package_name }} import checkpoint, storage
 
 
 def small_model(seed: int) -> keras.Model:
@@ -77,6 +77,7 @@ def test_process_killed_mid_save_leaves_a_readable_checkpoint(tmp_path: Path) ->
 
 def test_resolve_finds_checkpoints_in_a_run_directory(tmp_path: Path) -> None:
     checkpoint.save({"model": small_model(0)}, tmp_path / "checkpoints" / checkpoint.BEST)
-    assert checkpoint.resolve(tmp_path) == tmp_path / "checkpoints" / checkpoint.BEST
+    found = storage.resolve(tmp_path, checkpoint.BEST)
+    assert found == tmp_path / "checkpoints" / checkpoint.BEST
     with pytest.raises(FileNotFoundError, match=r"last\.weights\.h5"):
-        checkpoint.resolve(tmp_path, checkpoint.LAST)
+        storage.resolve(tmp_path, checkpoint.LAST)

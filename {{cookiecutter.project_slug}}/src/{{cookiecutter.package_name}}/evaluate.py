@@ -13,7 +13,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from . import checkpoint, outputs
+from . import checkpoint, outputs, storage
 from .data import load_splits
 from .loop import evaluate_split, load_trained
 from .schema import SplitName, register
@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 def evaluate(cfg: DictConfig) -> dict[str, float]:
     """Score the checkpoint at `cfg.ckpt_path` on one split; writes metrics.json."""
     split = SplitName(cfg.split).value
-    path = checkpoint.resolve(cfg.ckpt_path, checkpoint.BEST)
+    path = storage.resolve(cfg.ckpt_path, checkpoint.BEST)
     state = checkpoint.load(path)
     trained = OmegaConf.create(state["config"])
     model = load_trained(trained.model, path, state, cfg.device)

@@ -10,7 +10,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from .checkpoint import atomic_write
+from .storage import atomic_write
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from . import checkpoint, outputs, runtime, tracking
+from . import checkpoint, outputs, runtime, storage, tracking
 from .data import Splits, load_splits
 from .loop import Trainer
 from .schema import register
@@ -130,9 +130,9 @@ def _report(metrics: dict, run_dir: Path, checkpoint_dir: Path) -> None:
 def _resume_checkpoint(cfg: DictConfig, checkpoint_dir: Path) -> Path | None:
     """An explicit `ckpt_path`, else this run directory's last checkpoint (local or mirrored)."""
     if cfg.ckpt_path:
-        return checkpoint.resolve(cfg.ckpt_path, checkpoint.LAST)
-    checkpoint.fetch_mirror(checkpoint_dir, cfg.callbacks.checkpoint.mirror_uri)
+        return storage.resolve(cfg.ckpt_path, checkpoint.LAST)
     last = checkpoint_dir / checkpoint.LAST
+    storage.fetch_mirror(last, cfg.callbacks.checkpoint.mirror_uri)
     return last if last.exists() else None
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import keras
 
-from . import checkpoint
+from . import checkpoint, storage
 from .runtime import Runtime, any_rank
 from .signals import GracefulStop, StopRequested
 from .tracking import Tracker
@@ -210,7 +210,7 @@ def _save_on_every_worker(state: dict, path: Path, mirror_uri: str | None, main:
     workers), to a scratch file they delete."""
     if main:
         checkpoint.save(state, path)
-        checkpoint.mirror(path, mirror_uri)
+        storage.mirror(path, mirror_uri)
         return
     with tempfile.TemporaryDirectory() as scratch:
         checkpoint.save(state, Path(scratch) / path.name)
