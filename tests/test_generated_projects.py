@@ -151,9 +151,21 @@ def test_the_project_imports_its_own_code(fresh_project: Path, project_python: P
     assert Path(done.stdout.strip().splitlines()[-1]).is_relative_to(fresh_project)
 
 
+def suite_selection(variant: Variant) -> list[str]:
+    """pytest arguments: the whole suite for the variant with every dependency (SUPERSET); the
+    others skip the tests marked slow, which exercise code those variants share with it (DDP,
+    sweeps, long trainings) and would only repeat minutes of CPU training."""
+    if all(variant.extra_context.get(key) == value for key, value in SUPERSET.items()):
+        return []
+    return ["-m", "not slow"]
+
+
 @pytest.mark.timeout(SUITE_TIMEOUT + 60)
-def test_the_projects_own_tests_pass(fresh_project: Path, project_python: Path) -> None:
+def test_the_projects_own_tests_pass(
+    fresh_variant: Variant, fresh_project: Path, project_python: Path
+) -> None:
     command = [str(project_python), "-m", "pytest", "-p", "no:cacheprovider"]
+    command += suite_selection(fresh_variant)
     done = run_logged(command, fresh_project, SUITE_TIMEOUT, project_env(fresh_project))
     assert done.returncode != PYTEST_NO_TESTS, f"the project collected no tests:\n{done.stdout}"
     assert done.returncode == 0, done.stdout[-8000:]
