@@ -1,4 +1,5 @@
-"""Finish the project: drop files of choices not taken, write LICENSE and the answers record."""
+"""Finish the project: drop files of choices not taken, fill in the image's CUDA base, write
+LICENSE and the answers record."""
 
 import json
 import sys
@@ -11,9 +12,15 @@ ANSWERS = json.loads(r"""{{ cookiecutter | jsonify }}""")
 
 sys.dont_write_bytecode = True  # leave no __pycache__ in the user's template checkout
 sys.path.insert(0, TEMPLATE_DIR)
-from template_tools import prune, write_answers_record, write_license  # noqa: E402
+from template_tools import (  # noqa: E402
+    prune,
+    write_answers_record,
+    write_image_defaults,
+    write_license,
+)
 
 PROJECT_DIR = Path.cwd()
 prune(PROJECT_DIR, ANSWERS)
+write_image_defaults(PROJECT_DIR, ANSWERS)
 write_license(PROJECT_DIR, ANSWERS)
 write_answers_record(PROJECT_DIR, ANSWERS, Path(TEMPLATE_DIR))

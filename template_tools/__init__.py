@@ -7,6 +7,7 @@ or cruft, so it needs nothing beyond the standard library, cookiecutter and its 
 from template_tools.checks import validate
 from template_tools.frameworks import check_python, frameworks
 from template_tools.gpus import check_gpu, gpus_on
+from template_tools.images import write_image_defaults
 from template_tools.licenses import license_text, write_license
 from template_tools.naming import check_package_name, check_project_slug
 from template_tools.prune import prune
@@ -29,5 +30,6 @@ __all__ = [
     "validate",
     "variants",
     "write_answers_record",
+    "write_image_defaults",
     "write_license",
 ]
