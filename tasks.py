@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from invoke import Context, Exit, task
+from invoke import Collection, Context, Exit, task
+
+from images import tasks as image_tasks
 
 ROOT = Path(__file__).resolve().parent
 BUILD = ROOT / "build"
@@ -28,7 +30,7 @@ PYTHON = shlex.quote(sys.executable)
 # torch==X from PyPI is the CUDA build on Linux (several GB); this index has the CPU build.
 CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
 # The template's own Python. The project template is Jinja: the tests lint baked projects instead.
-TEMPLATE_PYTHON = ("template_tools", "hooks", "tests", "tasks.py", "benchmarks")
+TEMPLATE_PYTHON = ("template_tools", "hooks", "tests", "tasks.py", "benchmarks", "images")
 WORKFLOWS = ROOT / ".github" / "workflows"
 LOCK_INPUT = "requirements-dev.in"
 LOCK_FILE = "requirements-dev.txt"
@@ -240,3 +242,8 @@ def lock(c: Context, upgrade: bool = False) -> None:
     ]
     with c.cd(ROOT):
         c.run(shlex.join(command), env=env)
+
+
+# Every task above, and the image tasks as `invoke images.<task>` (images/tasks.py).
+namespace = Collection.from_module(sys.modules[__name__])
+namespace.add_collection(Collection.from_module(image_tasks, name="images"))

@@ -21,11 +21,17 @@ from template_tools.variants import Variant
 # When the template gains or loses a file, change this list.
 BASE_FILES = """
 .cruft.json
+.dockerignore
 .github/workflows/ci.yml
 .gitignore
+Dockerfile
 LICENSE
 README.md
 pyproject.toml
+requirements/cpu.txt
+requirements/cuda.txt
+requirements/gpu.txt
+requirements/image.in
 tasks.py
 configs/callbacks/default.yaml
 configs/crossval.yaml

@@ -259,12 +259,18 @@ def test_prune_names_a_move_source_the_template_lacks(tmp_path: Path) -> None:
 
 
 def test_default_rules_leave_no_framework_overlay(tmp_path: Path) -> None:
+    pairs = [f"{f}-{t}" for f in choices()["framework"] for t in choices()["tracking"]]
     for framework in choices()["framework"]:
         project = tmp_path / framework
         _touch(project, "_tensorflow/src/pkg/loop.py", "src/pkg/loop.py", "src/pkg/sampling.py")
+        for pair in pairs:  # each pair's image lock names its pair
+            _touch(project, f"_locks/{pair}/requirements/gpu.txt")
+            (project / f"_locks/{pair}/requirements/gpu.txt").write_text(pair)
         prune(project, {"framework": framework, "tracking": "wandb"})
         assert not (project / "_tensorflow").exists()
+        assert not (project / "_locks").exists()
         assert (project / "src/pkg/loop.py").is_file()
+        assert (project / "requirements/gpu.txt").read_text() == f"{framework}-wandb"
 
 
 # --- frameworks and Python versions ---
