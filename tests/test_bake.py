@@ -23,6 +23,7 @@ BASE_FILES = """
 .cruft.json
 .dockerignore
 .github/workflows/ci.yml
+.github/workflows/image.yml
 .gitignore
 Dockerfile
 LICENSE
