@@ -87,6 +87,7 @@ tests/test_checkpoint.py
 tests/test_configs.py
 tests/test_data.py
 tests/test_ddp.py
+tests/test_image_tasks.py
 tests/test_resume.py
 tests/test_sweep.py
 tests/test_tasks.py
