@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from {{ cookiecutter.package_name }} import checkpoint, storage
+from {{ cookiecutter.package_name }}.callbacks import BestCheckpoint
 
 
 def small_model(seed: int) -> keras.Model:
@@ -37,6 +38,46 @@ def test_save_keeps_weights_and_state_in_one_file(tmp_path: Path) -> None:
     other.load_weights(path)
     for saved, loaded in zip(model.get_weights(), other.get_weights(), strict=True):
         np.testing.assert_array_equal(saved, loaded)
+
+
+def test_a_snapshot_is_saved_later_and_the_model_keeps_its_weights(tmp_path: Path) -> None:
+    path = tmp_path / checkpoint.BEST
+    model = small_model(0)
+    model.compile(optimizer="adam", loss="mse")
+    model.optimizer.build(model.trainable_variables)
+    snapshot, at_snapshot = checkpoint.snapshot(model), model.get_weights()
+    model.set_weights(small_model(1).get_weights())  # training goes on
+    model.optimizer.iterations.assign(5)
+    checkpoint.save({"model": model}, path, weights=snapshot)
+    for now, later in zip(model.get_weights(), small_model(1).get_weights(), strict=True):
+        np.testing.assert_array_equal(now, later)
+    assert int(model.optimizer.iterations) == 5
+    saved = small_model(2)
+    saved.load_weights(path)
+    for loaded, expected in zip(saved.get_weights(), at_snapshot, strict=True):
+        np.testing.assert_array_equal(loaded, expected)
+
+
+def test_best_weights_wait_in_memory_for_the_next_write(tmp_path: Path) -> None:
+    path = tmp_path / checkpoint.BEST
+    model = small_model(0)
+    best_weights = model.get_weights()
+    best = BestCheckpoint(path, "val/accuracy", "max", {"note": "run"}, None, main=True)
+    best.set_model(model)
+    best.on_epoch_end(0, {"val_accuracy": 0.9, "val_loss": 0.3})
+    model.set_weights(small_model(1).get_weights())
+    best.on_epoch_end(1, {"val_accuracy": 0.8, "val_loss": 0.4})  # worse: epoch 1 stays best
+    assert not path.exists()
+    best.flush()
+    state = checkpoint.load(path)
+    assert state == {"metrics": {"val/accuracy": 0.9, "val/loss": 0.3}, "epoch": 1, "note": "run"}
+    saved = small_model(2)
+    saved.load_weights(path)
+    for loaded, expected in zip(saved.get_weights(), best_weights, strict=True):
+        np.testing.assert_array_equal(loaded, expected)
+    path.unlink()
+    best.flush()  # nothing new since the last write
+    assert not path.exists()
 
 
 def test_failed_save_keeps_the_previous_checkpoint(tmp_path: Path) -> None:

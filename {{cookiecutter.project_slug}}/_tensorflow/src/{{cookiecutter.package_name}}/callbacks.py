@@ -109,7 +109,11 @@ class EarlyStopping(keras.callbacks.EarlyStopping):
 
 class BestCheckpoint(keras.callbacks.ModelCheckpoint):
     """Keras's ModelCheckpoint for the best epoch: it decides what is best; the file is written
-    atomically and carries the run's metadata, so `evaluate` rebuilds the model from it alone."""
+    atomically and carries the run's metadata, so `evaluate` rebuilds the model from it alone.
+
+    A new best is kept in host memory and written by `flush`, which Backup calls before each
+    write of the last checkpoint: one write per save interval, however often the best improves.
+    """
 
     def __init__(
         self, path: Path, metric: str, mode: str, metadata: dict, mirror_uri: str | None, main: bool
@@ -120,6 +124,7 @@ class BestCheckpoint(keras.callbacks.ModelCheckpoint):
         self.path, self.metadata, self.mirror_uri, self.main = path, metadata, mirror_uri, main
         self.best_val: dict[str, float] = {}  # every validation metric of the best epoch
         self.best_epoch: int | None = None
+        self._unsaved: list | None = None  # the best weights, not yet written
 
     def _save_model(self, epoch: int, batch: int | None, logs: dict | None) -> None:
         # Replaces ModelCheckpoint's in-place write; the decision stays Keras's.
@@ -131,8 +136,17 @@ class BestCheckpoint(keras.callbacks.ModelCheckpoint):
             if key.startswith("val_")
         }
         self.best_epoch = epoch + 1
+        self._unsaved = checkpoint.snapshot(self.model)
+
+    def flush(self) -> None:
+        """Write the best weights if they changed since the last write."""
+        if self._unsaved is None:
+            return
         state = {"model": self.model, "metrics": self.best_val, "epoch": self.best_epoch}
-        _save_on_every_worker({**state, **self.metadata}, self.path, self.mirror_uri, self.main)
+        _save_on_every_worker(
+            {**state, **self.metadata}, self.path, self.mirror_uri, self.main, self._unsaved
+        )
+        self._unsaved = None
 
     def get_state(self) -> dict:
         return {"best": _number(self.best), "best_val": self.best_val, "epoch": self.best_epoch}
@@ -146,10 +160,11 @@ class Backup(keras.callbacks.BackupAndRestore):
 
     Keras's own restores the weights, the optimizer and the epoch. This one writes
     checkpoints/last.weights.h5 atomically: after an epoch when `min_interval_s` have passed since
-    the last write, after the last epoch, every `every_n_steps` steps and on a stop signal. Next
-    to the weights it keeps the position in the epoch, the other callbacks'
-    state, the dropout RNG state and the running epoch metrics. On a re-run it loads the weights
-    and RNG state when training begins; the trainer hands the rest back to their owners.
+    the last write, after the last epoch, every `every_n_steps` steps and on a stop signal; each
+    time it first has `best` write a new best, so last never runs ahead of best. Next to the
+    weights it keeps the position in the epoch, the other callbacks' state, the dropout RNG state
+    and the running epoch metrics. On a re-run it loads the weights and RNG state when training
+    begins; the trainer hands the rest back to their owners.
     """
 
     def __init__(
@@ -158,16 +173,17 @@ class Backup(keras.callbacks.BackupAndRestore):
         every_n_steps: int | None,
         min_interval_s: float,
         progress: Progress,
+        best: BestCheckpoint,
         stateful: dict[str, Any],  # callbacks with get_state(), saved with the weights
         metadata: dict,
         mirror_uri: str | None,
-        main: bool,
+        runtime: Runtime,
     ) -> None:
         super().__init__(
             str(path.parent), save_freq=every_n_steps or "epoch", delete_checkpoint=False
         )
-        self.path, self.progress, self.stateful = path, progress, stateful
-        self.metadata, self.mirror_uri, self.main = metadata, mirror_uri, main
+        self.path, self.progress, self.best, self.stateful = path, progress, best, stateful
+        self.metadata, self.mirror_uri, self.runtime = metadata, mirror_uri, runtime
         self.min_interval_s = min_interval_s
         self.resume_state: dict | None = None
         self._saved_at = time.monotonic()
@@ -175,10 +191,13 @@ class Backup(keras.callbacks.BackupAndRestore):
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         self.progress.stopped_early = bool(self.model.stop_training)  # set by EarlyStopping
         finished = self.progress.stopped_early or epoch + 1 >= self.params["epochs"]
-        if finished or time.monotonic() - self._saved_at >= self.min_interval_s:
+        due = time.monotonic() - self._saved_at >= self.min_interval_s
+        # Every worker takes part in a save: they agree on it, whatever their clocks say.
+        if finished or any_rank(due, self.runtime):
             self._save_model()
 
     def _save_model(self) -> None:
+        self.best.flush()
         state = {
             "model": self.model,
             "progress": asdict(self.progress),
@@ -187,7 +206,7 @@ class Backup(keras.callbacks.BackupAndRestore):
             "epoch_metrics": [v.numpy().tolist() for v in self.model.metrics_variables],
             **self.metadata,
         }
-        _save_on_every_worker(state, self.path, self.mirror_uri, self.main)
+        _save_on_every_worker(state, self.path, self.mirror_uri, self.runtime.is_main)
         self._saved_at = time.monotonic()
 
     def save(self) -> None:
@@ -205,15 +224,17 @@ class Backup(keras.callbacks.BackupAndRestore):
             variable.assign(value)
 
 
-def _save_on_every_worker(state: dict, path: Path, mirror_uri: str | None, main: bool) -> None:
+def _save_on_every_worker(
+    state: dict, path: Path, mirror_uri: str | None, main: bool, weights: list | None = None
+) -> None:
     """Save on the main worker; the others save too (reading distributed variables takes all
     workers), to a scratch file they delete."""
     if main:
-        checkpoint.save(state, path)
+        checkpoint.save(state, path, weights)
         storage.mirror(path, mirror_uri)
         return
     with tempfile.TemporaryDirectory() as scratch:
-        checkpoint.save(state, Path(scratch) / path.name)
+        checkpoint.save(state, Path(scratch) / path.name, weights)
 
 
 def _seed_states(model: keras.Model) -> list:

@@ -2,7 +2,8 @@
 
 Everything a run needs to continue exactly where it stopped (weights, optimizer, position in the
 epoch, early-stopping and best-checkpoint state, dropout RNG state) goes into
-`checkpoints/last.weights.h5`, after every epoch and whenever a stop signal arrives.
+`checkpoints/last.weights.h5`: after an epoch when `callbacks.checkpoint.min_interval_s` have
+passed since the last write, after the last epoch, and whenever a stop signal arrives.
 """
 
 from __future__ import annotations
@@ -214,10 +215,11 @@ class Trainer:
             ckpt.every_n_steps,
             ckpt.min_interval_s,
             progress,
+            self.best,
             stateful,
             self.extra_state,
             ckpt.mirror_uri,
-            main,
+            self.runtime,
         )
         if state is not None:
             backup.resume_state = state
