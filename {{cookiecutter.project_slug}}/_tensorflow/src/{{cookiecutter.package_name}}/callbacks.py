@@ -217,8 +217,6 @@ class Backup(keras.callbacks.BackupAndRestore):
         state = self.resume_state
         if state is None:
             return
-        if self.model.optimizer is not None and not self.model.optimizer.built:
-            self.model.optimizer.build(self.model.trainable_variables)
         self.model.load_weights(state["path"])
         for variable, value in zip(_seed_states(self.model), state["rng"], strict=True):
             variable.assign(value)

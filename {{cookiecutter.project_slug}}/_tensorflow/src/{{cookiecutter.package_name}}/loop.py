@@ -185,6 +185,9 @@ class Trainer:
                 metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
                 jit_compile=s.compile,
             )
+            # Built now, not in the first step: variables created there make tf.function trace
+            # the whole train step twice.
+            self.model.optimizer.build(self.model.trainable_variables)
 
         state = None
         if resume_from is not None:
