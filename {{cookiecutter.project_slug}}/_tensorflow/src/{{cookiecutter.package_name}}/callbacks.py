@@ -1,8 +1,13 @@
-"""The Keras callbacks of a training run: progress, early stopping, checkpoints, metrics, signals.
+"""The Keras callbacks of a training run: progress, validation, early stopping, checkpoints,
+metrics, signals.
 
 Keras's EarlyStopping, ModelCheckpoint and BackupAndRestore do the deciding. The subclasses here
 add what a preemptible run needs and Keras leaves out: their counters travel in the last
 checkpoint, files are written atomically, and a run resumes in the middle of an epoch.
+
+Keras's TensorFlow backend runs the per-batch hooks in line after every step, so those here only
+count and read a flag; anything that costs (logging, writing files) happens every N steps or at
+the end of an epoch.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import logging
 import signal
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -83,6 +89,23 @@ class TrackProgress(keras.callbacks.Callback):
         self.progress.batches_done = 0
         if self._cut_short:
             self.model.stop_training, self._cut_short = False, False
+
+
+class Validate(keras.callbacks.Callback):
+    """Scores the validation split after every epoch and adds its metrics to the epoch's logs,
+    under Keras's names (val_loss), for the callbacks after it to read.
+
+    In place of fit's own validation, which each epoch sets up a new iterator, resets the metrics
+    and calls every callback after every batch.
+    """
+
+    def __init__(self, score: Callable[[], dict[str, float]]) -> None:
+        super().__init__()
+        self.score = score
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        if logs is not None:
+            logs.update({keras_metric(name): value for name, value in self.score().items()})
 
 
 class EarlyStopping(keras.callbacks.EarlyStopping):

@@ -27,6 +27,7 @@ from .callbacks import (
     StopOnSignal,
     TrackMetrics,
     TrackProgress,
+    Validate,
 )
 from .data import Split, Splits
 from .inputs import batches_per_epoch, eval_dataset, train_dataset
@@ -53,18 +54,34 @@ def _gpus_have_bf16() -> bool:
     return all(detail.get("compute_capability", (0, 0)) >= (8, 0) for detail in details)
 
 
-def score(model: keras.Model, dataset: tf.data.Dataset) -> np.ndarray:
-    """Summed cross-entropy, correct predictions and sample count, in this process alone."""
-    totals = np.zeros(3)
-    for x, y in dataset:
-        logits = model(x, training=False)
+def scorer(
+    model: keras.Model, dataset: tf.data.Dataset, strategy: tf.distribute.Strategy | None = None
+) -> Callable[[], np.ndarray]:
+    """A function that returns the summed cross-entropy, correct predictions and sample count of
+    `model` over `dataset`. Under a strategy each replica and worker scores its share and the sums
+    are combined. The step is traced once, on the first call, and reused by every later call."""
+    strategy = strategy or tf.distribute.get_strategy()
+    batches = strategy.experimental_distribute_dataset(dataset)
+
+    def sums(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+        logits = tf.cast(model(x, training=False), tf.float32)
         loss = keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True)
-        totals += [
-            float(tf.reduce_sum(tf.cast(loss, tf.float64))),
-            float(tf.reduce_sum(tf.cast(tf.argmax(logits, 1) == y, tf.float64))),
-            len(y),
-        ]
-    return totals
+        correct = tf.cast(tf.argmax(logits, 1) == y, tf.float32)
+        count = tf.cast(tf.size(y), tf.float32)
+        return tf.stack([tf.reduce_sum(loss), tf.reduce_sum(correct), count])
+
+    # A signature with an open batch size: the last, smaller batch needs no second trace.
+    @tf.function(input_signature=[batches.element_spec])
+    def step(batch: tuple) -> tf.Tensor:
+        return strategy.reduce("SUM", strategy.run(sums, args=batch), axis=None)
+
+    def score() -> np.ndarray:
+        totals = tf.zeros(3)
+        for batch in batches:
+            totals += step(batch)
+        return totals.numpy().astype(np.float64)
+
+    return score
 
 
 def as_metrics(totals: np.ndarray, prefix: str) -> dict[str, float]:
@@ -89,7 +106,7 @@ def load_trained(model_config: object, path: Path, state: dict, device: str) -> 
 
 def evaluate_split(model: keras.Model, split: Split, batch_size: int, prefix: str) -> dict:
     """Mean loss and accuracy of `model` over `split`."""
-    return as_metrics(score(model, eval_dataset(split, batch_size)), prefix)
+    return as_metrics(scorer(model, eval_dataset(split, batch_size))(), prefix)
 
 
 def _work_around_keras_multi_worker(model: keras.Model) -> None:
@@ -236,8 +253,11 @@ class Trainer:
             )  # fmt: skip
 
         if not progress.stopped_early and progress.epoch < s.max_epochs:
+            val = eval_dataset(splits.val, self.batch_size, s.limit_eval_batches)
+            score_val = scorer(self.model, val, self.runtime.strategy)
             callbacks = [
                 track_progress,
+                Validate(lambda: as_metrics(score_val(), "val")),
                 *([early_stopping] if early_stopping else []),
                 self.best,
                 TrackMetrics(self.tracker, progress, s.log_every_n_steps, s.max_epochs),
@@ -261,7 +281,6 @@ class Trainer:
                     epochs=s.max_epochs,
                     initial_epoch=progress.epoch,
                     steps_per_epoch=per_epoch,
-                    validation_data=eval_dataset(splits.val, self.batch_size, s.limit_eval_batches),
                     callbacks=callbacks,
                     shuffle=False,  # the dataset has its own, resumable order
                     verbose=1 if self._show_bar else 0,
