@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import keras
+import tensorflow as tf
 
 from . import checkpoint, storage
 from .runtime import Runtime, any_rank
@@ -274,9 +275,11 @@ class TrackMetrics(keras.callbacks.Callback):
         self.log_every, self.max_epochs = log_every, max_epochs
         self._last_logged = progress.global_step
         self._started = 0.0
+        # Compiled: read eagerly, a schedule's formula costs a dozen separate ops.
+        self._read_lr = tf.function(lambda: tf.identity(self.model.optimizer.learning_rate))
 
     def _lr(self) -> float:
-        return float(self.model.optimizer.learning_rate)
+        return float(self._read_lr())
 
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
         self._started = time.perf_counter()

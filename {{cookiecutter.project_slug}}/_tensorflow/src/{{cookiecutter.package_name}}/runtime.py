@@ -7,9 +7,11 @@ TF_CONFIG (MultiWorkerMirroredStrategy).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -138,15 +140,26 @@ def seed_everything(seed: int, deterministic: bool) -> None:
 
 def _sum_over_workers(values: np.ndarray, runtime: Runtime) -> np.ndarray:
     """Each worker's `values` from its first replica, summed over all workers."""
+    return _compiled_sum(runtime)(tf.constant(values)).numpy()
+
+
+@functools.cache
+def _compiled_sum(runtime: Runtime) -> Callable[[tf.Tensor], tf.Tensor]:
+    """The all-reduce behind `_sum_over_workers`, traced once per shape: run eagerly, it takes
+    milliseconds, too slow for the stop check after every step."""
     strategy = runtime.strategy
+    replicas_per_worker = runtime.replicas // runtime.world_size
 
-    def first_replica_only() -> tf.Tensor:
-        context = tf.distribute.get_replica_context()
-        local = context.replica_id_in_sync_group % (runtime.replicas // runtime.world_size)
-        return tf.where(local == 0, tf.constant(values), tf.zeros_like(values))
+    @tf.function
+    def total(values: tf.Tensor) -> tf.Tensor:
+        def first_replica_only() -> tf.Tensor:
+            context = tf.distribute.get_replica_context()
+            local = context.replica_id_in_sync_group % replicas_per_worker
+            return tf.where(local == 0, values, tf.zeros_like(values))
 
-    total = strategy.reduce("SUM", strategy.run(first_replica_only), axis=None)
-    return total.numpy()
+        return strategy.reduce("SUM", strategy.run(first_replica_only), axis=None)
+
+    return total
 
 
 def broadcast(path: str | Path | None, runtime: Runtime) -> Path | None:
