@@ -4,7 +4,10 @@ CUDA pins, with every lock and with what a baked project's image is built on."""
 from __future__ import annotations
 
 import datetime
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -203,3 +206,33 @@ def test_refresh_records_a_digest_and_flags_a_cuda_change(monkeypatch: pytest.Mo
     assert updated["cuda"] == "12.9"
     assert any("choose a matching tag" in line for line in report)
     assert row["cuda"] == "12.5", "the matrix's own row is left alone"
+
+
+def images_task(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {key: value for key, value in os.environ.items() if key != "DOCKER"}
+    return subprocess.run(
+        [sys.executable, "-m", "invoke", *args],
+        cwd=TEMPLATE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_images_push_tags_and_pushes_a_row() -> None:
+    done = images_task(
+        "images.push", "--registry", "reg.example/me", "--row", "torch-2.13.0-cu130", "--dry-run"
+    )
+    assert done.returncode == 0, done.stderr
+    local, remote = "cloud-gpu-template/pytorch:2.13.0-cu130-py3.11", "reg.example/me/pytorch"
+    assert done.stdout.splitlines() == [
+        f"docker tag {local} {remote}:2.13.0-cu130-py3.11",
+        f"docker push {remote}:2.13.0-cu130-py3.11",
+    ]
+
+
+def test_an_unknown_row_names_the_known_ones() -> None:
+    done = images_task("images.build", "--row", "torch-9.9.9", "--dry-run")
+    assert done.returncode == 2
+    assert "torch-9.9.9" in done.stderr and "torch-2.13.0-cu130" in done.stderr
