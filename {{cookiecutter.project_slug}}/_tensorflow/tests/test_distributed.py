@@ -46,7 +46,8 @@ def start_workers(*overrides: str) -> list[subprocess.Popen]:
 
 @pytest.mark.slow
 def test_mirrored_strategy_over_two_logical_cpus(tmp_path: Path) -> None:
-    result = train(tmp_path, *SHORT, env=project_env(NUM_REPLICAS="2"))
+    # A constant learning rate is a mirrored variable here (the workers below use a schedule).
+    result = train(tmp_path, *SHORT, "scheduler=constant", env=project_env(NUM_REPLICAS="2"))
     assert "MirroredStrategy over 2 devices" in result.stdout
     assert read_metrics(tmp_path)["epochs"] == 3
     state = checkpoint.load(tmp_path / "checkpoints" / checkpoint.LAST)

@@ -275,8 +275,14 @@ class TrackMetrics(keras.callbacks.Callback):
         self.log_every, self.max_epochs = log_every, max_epochs
         self._last_logged = progress.global_step
         self._started = 0.0
-        # Compiled: read eagerly, a schedule's formula costs a dozen separate ops.
-        self._read_lr = tf.function(lambda: tf.identity(self.model.optimizer.learning_rate))
+        self._read_lr: Callable[[], Any] | None = None
+
+    def on_train_begin(self, logs: dict | None = None) -> None:
+        optimizer = self.model.optimizer
+        if isinstance(optimizer.learning_rate, keras.Variable):  # a constant: a cheap read
+            self._read_lr = lambda: optimizer.learning_rate.numpy()
+        else:  # a schedule: a dozen ops, a third of their eager cost when compiled
+            self._read_lr = tf.function(lambda: tf.identity(optimizer.learning_rate))
 
     def _lr(self) -> float:
         return float(self._read_lr())
