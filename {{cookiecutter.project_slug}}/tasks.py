@@ -15,6 +15,7 @@ import shutil
 import sys
 import tomllib
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from invoke import Context, Exit, task
 
@@ -170,8 +171,16 @@ def _flavour(cpu: bool) -> str:
     return "cpu" if cpu else "gpu"
 
 
+def _source(c: Context) -> str:
+    """The repository URL for the image's source label, any credentials in it left out."""
+    url = urlsplit(_git(c, "remote get-url origin"))
+    if not url.scheme:  # empty, or scp-like (git@host:path), which holds no secret
+        return url.path
+    return urlunsplit(url._replace(netloc=url.netloc.rpartition("@")[2]))
+
+
 def _docker_run(c: Context, command: list[str], what: str, **kwargs: object) -> None:
-    """Run a docker command; exit with its status and `what` failed when it fails."""
+    """Run a docker command; when it fails, exit 1 saying that `what` failed."""
     done = c.run(shlex.join(command), warn=True, **kwargs)
     if done.failed:
         raise Exit(f"{what} failed (exit {done.exited}); the output above says why", code=1)
@@ -207,7 +216,7 @@ def build(
         "LOCK": f"requirements/{flavour}.txt",
         "REVISION": _git(c, "rev-parse HEAD"),
         "VERSION": meta["version"],
-        "SOURCE": _git(c, "remote get-url origin"),
+        "SOURCE": _source(c),
         "BASE_IMAGE": base_image,
         "PYTHON": python,
         "FIND_LINKS": find_links,

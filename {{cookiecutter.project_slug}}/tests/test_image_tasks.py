@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import PROJECT_ROOT, project_env
+from invoke import MockContext, Result
 
 IMAGE = "{{ cookiecutter.project_slug }}"
 
@@ -108,3 +109,12 @@ def test_push_needs_a_built_image(fake_docker: Path) -> None:
     done = invoke("push", "--registry", "localhost:5000", docker=fake_docker, FAKE_DOCKER_EXIT="1")
     assert done.returncode == 1
     assert "run `invoke build` first" in done.stderr
+
+
+def test_the_source_label_leaves_credentials_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(PROJECT_ROOT))
+    import tasks
+
+    remote = "https://me:t0ken@example.com/team/project.git\n"
+    context = MockContext(run={"git remote get-url origin": Result(remote)})
+    assert tasks._source(context) == "https://example.com/team/project.git"
