@@ -104,8 +104,9 @@ def main() -> None:
     base = engine.build_stand_in(client)
     # A base of this run's own: fresh build-cache keys, so the cold builds start from nothing.
     run_base = f"{base.split(':')[0]}:bench-{uuid.uuid4().hex[:8]}"
-    labelled = f"FROM {base}\nLABEL org.example.benchmark={run_base}\n"
-    engine.run(client, "build", "--quiet", "--tag", run_base, "-", input=labelled)
+    # (A layer of its own: BuildKit keys a local base's cache by its layers, not its labels.)
+    own = f"FROM {base}\nRUN echo {run_base} > /etc/benchmark-run\n"
+    engine.run(client, "build", "--quiet", "--tag", run_base, "-", input=own)
     torch = frameworks()["pytorch"]["version"]
     folder = engine.wheel_folder(f"torch-{torch}+cpu-cp311-*.whl")
     with (

@@ -60,18 +60,19 @@ def invoke(project: Path, *args: str, timeout: int = BUILD_TIMEOUT, **env: str):
 
 @pytest.fixture(scope="module")
 def stand_in() -> Iterator[str]:
-    """The stand-in base under a name of this session's own (a label on the cached image).
+    """The stand-in base with one more layer, a file naming this session.
 
     BuildKit keeps every build's cache records, and Docker 20.10's picks one of several records
     for the same step at random; those of earlier sessions hold the same files with other
-    timestamps. A base of its own gives this session's builds cache keys of their own.
+    timestamps. A base with layers of its own (a label is not enough: the cache keys of a local
+    base come from its layers) gives this session's builds cache keys of their own.
     """
     try:
         cached = engine.build_stand_in(CLIENT)
     except RuntimeError as error:
         pytest.skip(f"no stand-in base image: {error}")
     session = f"{cached.split(':')[0]}:session-{uuid.uuid4().hex[:12]}"
-    dockerfile = f"FROM {cached}\nLABEL org.example.test-session={session}\n"
+    dockerfile = f"FROM {cached}\nRUN echo {session} > /etc/test-session\n"
     done = engine.run(CLIENT, "build", "--quiet", "--tag", session, "-", input=dockerfile)
     assert done.returncode == 0, done.stderr
     yield session
@@ -279,8 +280,10 @@ def test_two_clean_builds_have_the_same_layer_contents(
     """Same files, bytes, modes and owners in every layer; the digests are compared only where
     the builder rewrites timestamps (SOURCE_DATE_EPOCH), which BuildKit of Docker 20.10 cannot."""
     project = projects["pytorch"]
+    first_id = docker("image", "inspect", "--format", "{{.Id}}", images["pytorch"]).stdout.strip()
     first = engine.saved_image(CLIENT, images["pytorch"], tmp_path / "first")
     seconds = build(project, stand_in, find_links, "--no-cache")  # the same tag, a new image
+    docker("image", "rm", first_id)  # untagged by the build
     print(f"pytorch: second clean build {seconds:.0f} s")
     second = engine.saved_image(CLIENT, images["pytorch"], tmp_path / "second")
     layers = [engine.saved_layers(folder) for folder in (first, second)]
