@@ -91,7 +91,7 @@ def report(rows: list[dict]) -> None:
         print(
             f"{row['name']:<28}{row['cold']:>10.1f} s{row['rebuild']:>8.1f} s"
             f"{row['rebuild'] / row['cold']:>14.1%}{row['new']:>9} of {row['layers']:<4}"
-            f"{row['size'] / 1e9:>10.2f} GB"
+            f"{row['size'] / 1e6:>10.0f} MB"
         )
 
 

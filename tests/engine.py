@@ -58,10 +58,6 @@ def docker_client() -> str | None:
     return None
 
 
-def engine_version(client: str) -> str:
-    return run(client, "version", "--format", "{{.Server.Version}}").stdout.strip()
-
-
 def image_exists(client: str, image: str) -> bool:
     return run(client, "image", "inspect", image).returncode == 0
 
