@@ -75,10 +75,12 @@ def measure(client: str, name: str, project: Path, build: list[str], image: str)
     cold = timed([*build, "--no-cache"], project, client)
     before = engine.layer_digests(client, image)
     size = image_size(client, image)
+    cold_id = engine.run(client, "image", "inspect", "--format", "{{.Id}}", image).stdout.strip()
     one_line_change(project)
     rebuild = timed(build, project, client)
     after = engine.layer_digests(client, image)
     new_layers = sum(1 for a, b in zip(before, after, strict=False) if a != b)
+    engine.run(client, "image", "rm", cold_id)  # untagged by the rebuild
     return {"name": name, "cold": cold, "rebuild": rebuild, "new": new_layers,
             "layers": len(after), "size": size}  # fmt: skip
 
