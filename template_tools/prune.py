@@ -33,11 +33,6 @@ def matching(answers: Mapping[str, Any], rules: Rules) -> Rules:
     ]
 
 
-def paths_to_remove(answers: Mapping[str, Any], rules: Rules) -> list[str]:
-    """The globs of every rule whose `when` matches `answers`."""
-    return [pattern for rule in matching(answers, rules) for pattern in rule.get("remove", [])]
-
-
 def _remove(project_dir: Path, patterns: list[str]) -> list[Path]:
     removed = []
     for pattern in patterns:
