@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -52,6 +54,19 @@ def train(run_dir: Path, *overrides: str, **kwargs: object) -> subprocess.Comple
     result = run_module("train", *overrides, f"hydra.run.dir={run_dir}", **kwargs)
     assert result.returncode == 0, result.stdout
     return result
+
+
+def kill_mid_save(script: str, path: Path) -> None:
+    """Run `script` (which saves a checkpoint to argv[1] over and over, printing a line after each
+    save) and SIGKILL it during a save that follows a few completed ones."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", script, str(path)], stdout=subprocess.PIPE, text=True
+    )
+    for _ in range(3):
+        process.stdout.readline()
+    time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
 
 
 def read_metrics(run_dir: Path) -> dict:

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
+from conftest import kill_mid_save
 
 from {{ cookiecutter.package_name }} import checkpoint, storage
 
@@ -40,14 +37,7 @@ def test_process_killed_mid_save_leaves_a_readable_checkpoint(tmp_path: Path) ->
         "    checkpoint.save({'step': step, 'blob': blob}, Path(sys.argv[1]))\n"
         "    print(step, flush=True)\n"
     )
-    process = subprocess.Popen(
-        [sys.executable, "-c", script, str(path)], stdout=subprocess.PIPE, text=True
-    )
-    for _ in range(3):  # let a few saves complete, then kill during a later one
-        process.stdout.readline()
-    time.sleep(0.05)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
+    kill_mid_save(script, path)
     state = checkpoint.load(path)
     assert state["step"] >= 2 and state["blob"].numel() == 4_000_000
 

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import keras
 import numpy as np
 import pytest
+from conftest import kill_mid_save
 
 from {{ cookiecutter.package_name }} import checkpoint, storage
 from {{ cookiecutter.package_name }}.callbacks import BestCheckpoint
@@ -103,14 +100,7 @@ def test_process_killed_mid_save_leaves_a_readable_checkpoint(tmp_path: Path) ->
         "    checkpoint.save({'model': model, 'step': step}, Path(sys.argv[1]))\n"
         "    print(step, flush=True)\n"
     )
-    process = subprocess.Popen(
-        [sys.executable, "-c", script, str(path)], stdout=subprocess.PIPE, text=True
-    )
-    for _ in range(3):  # let a few saves complete, then kill during a later one
-        process.stdout.readline()
-    time.sleep(0.05)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
+    kill_mid_save(script, path)
     assert checkpoint.load(path)["step"] >= 2
     model = keras.Sequential([keras.Input((2000,)), keras.layers.Dense(2000)])
     model.load_weights(path)

@@ -25,6 +25,7 @@ from tqdm import tqdm
 from . import checkpoint
 from .data import Split, Splits
 from .monitor import EarlyStopping, MetricMonitor
+from .outputs import as_metrics
 from .runtime import Runtime, any_rank, pick_device, rng_state, set_rng_state
 from .sampling import epoch_sampler, make_loader
 from .schema import CallbacksConfig, Mode, Precision, TrainerConfig
@@ -69,14 +70,6 @@ def score(
     return totals
 
 
-def as_metrics(totals: torch.Tensor, prefix: str) -> dict[str, float]:
-    loss_sum, correct, count = totals.tolist()
-    return {
-        f"{prefix}/loss": loss_sum / max(count, 1),
-        f"{prefix}/accuracy": correct / max(count, 1),
-    }
-
-
 def load_trained(model_config: object, path: Path, state: dict, device: str) -> nn.Module:
     """The model a checkpoint holds, rebuilt from its config (for evaluation)."""
     from hydra.utils import instantiate
@@ -92,7 +85,7 @@ def evaluate_split(model: nn.Module, split: Split, batch_size: int, prefix: str)
     """Mean loss and accuracy of `model` over `split`, in this process alone."""
     device = next(model.parameters()).device
     loader = make_loader(split, batch_size, shuffle=False)
-    return as_metrics(score(model, loader, device), prefix)
+    return as_metrics(score(model, loader, device).tolist(), prefix)
 
 
 def autocast_dtype(choice: str | Precision, device: torch.device) -> torch.dtype | None:
@@ -346,7 +339,7 @@ class Trainer:
         totals = score(self.model, loader, self.device, self.amp_dtype, limit_batches)
         if shard:
             torch.distributed.all_reduce(totals)
-        return as_metrics(totals, prefix)
+        return as_metrics(totals.tolist(), prefix)
 
     # ---- checkpoints ----------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,15 @@ def write_resolved_config(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     resolved = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     atomic_write(run_dir / "config.yaml", lambda tmp: tmp.write_text(OmegaConf.to_yaml(resolved)))
     return resolved
+
+
+def as_metrics(totals: Sequence[float], prefix: str) -> dict[str, float]:
+    """`<prefix>/loss` and `<prefix>/accuracy` from summed (loss, correct, count) over a split."""
+    loss_sum, correct, count = totals
+    return {
+        f"{prefix}/loss": loss_sum / max(count, 1),
+        f"{prefix}/accuracy": correct / max(count, 1),
+    }
 
 
 def write_metrics(metrics: dict[str, Any], run_dir: Path, name: str = "metrics.json") -> Path:

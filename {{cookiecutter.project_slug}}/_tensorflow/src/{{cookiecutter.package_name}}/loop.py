@@ -31,6 +31,7 @@ from .callbacks import (
 )
 from .data import Split, Splits
 from .inputs import batches_per_epoch, eval_dataset, train_dataset
+from .outputs import as_metrics
 from .runtime import Runtime, pick_device
 from .schema import CallbacksConfig, Mode, Precision, TrainerConfig
 from .signals import GracefulStop
@@ -84,14 +85,6 @@ def scorer(
     return score
 
 
-def as_metrics(totals: np.ndarray, prefix: str) -> dict[str, float]:
-    loss_sum, correct, count = totals.tolist()
-    return {
-        f"{prefix}/loss": loss_sum / max(count, 1),
-        f"{prefix}/accuracy": correct / max(count, 1),
-    }
-
-
 def load_trained(model_config: object, path: Path, state: dict, device: str) -> keras.Model:
     """The model a checkpoint holds, rebuilt from its config (for evaluation)."""
     from hydra.utils import instantiate
@@ -106,7 +99,7 @@ def load_trained(model_config: object, path: Path, state: dict, device: str) -> 
 
 def evaluate_split(model: keras.Model, split: Split, batch_size: int, prefix: str) -> dict:
     """Mean loss and accuracy of `model` over `split`."""
-    return as_metrics(scorer(model, eval_dataset(split, batch_size))(), prefix)
+    return as_metrics(scorer(model, eval_dataset(split, batch_size))().tolist(), prefix)
 
 
 def _work_around_keras_multi_worker(model: keras.Model) -> None:
@@ -257,7 +250,7 @@ class Trainer:
             score_val = scorer(self.model, val, self.runtime.strategy)
             callbacks = [
                 track_progress,
-                Validate(lambda: as_metrics(score_val(), "val")),
+                Validate(lambda: as_metrics(score_val().tolist(), "val")),
                 *([early_stopping] if early_stopping else []),
                 self.best,
                 TrackMetrics(self.tracker, progress, s.log_every_n_steps, s.max_epochs),
