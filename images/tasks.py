@@ -1,6 +1,6 @@
 """The template's image tasks, `invoke images.<task>`: base images and the locks of the images.
 
-Each base image is a row of images/matrix.json: images/<framework>/Dockerfile built on the row's
+Each base image is a row of images/matrix.json: images/Dockerfile built on the row's
 digest-pinned CUDA base with the row's hash lock (images/<framework>/<row id>.txt). The generated
 projects' locks are made here too, one pair per framework and tracking choice, and the template
 carries them in {{cookiecutter.project_slug}}/_locks/ (prune.json moves the chosen pair).
@@ -54,13 +54,13 @@ def build_command(row: dict[str, Any], python: str, base_image: str = "") -> lis
     args = {
         "BASE_IMAGE": base_image or base_reference(row),
         "PYTHON": f"python{python}",
-        "LOCK": f"{row['id']}.txt",
+        "LOCK": f"{row['framework']}/{row['id']}.txt",
+        "FRAMEWORK": row["framework"],
         "CUDA": row["cuda"],
     }
-    context = IMAGES / row["framework"]
     return [
         *(DOCKER, "build", *(f"--build-arg={key}={value}" for key, value in args.items())),
-        *(f"--tag={image_tag(row, python)}", str(context)),
+        *(f"--tag={image_tag(row, python)}", str(IMAGES)),
     ]
 
 

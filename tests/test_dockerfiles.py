@@ -9,7 +9,7 @@ from pathlib import Path
 
 from conftest import TEMPLATE_DIR
 
-BASE_DOCKERFILES = sorted((TEMPLATE_DIR / "images").glob("*/Dockerfile"))
+BASE_DOCKERFILE = TEMPLATE_DIR / "images" / "Dockerfile"
 HADOLINT = Path(sys.executable).parent / "hadolint"
 
 
@@ -22,9 +22,8 @@ def hadolint(*paths: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_hadolint_passes_on_the_base_images() -> None:
-    assert [path.parent.name for path in BASE_DOCKERFILES] == ["pytorch", "tensorflow"]
-    done = hadolint(*BASE_DOCKERFILES)
+def test_hadolint_passes_on_the_base_image() -> None:
+    done = hadolint(BASE_DOCKERFILE)
     assert done.returncode == 0, done.stdout + done.stderr
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import TEMPLATE_DIR
 
+from images.check_cuda import same_release
 from images.tasks import build_command
 from template_tools import choices, frameworks
 from template_tools.images import (
@@ -123,9 +124,25 @@ def test_images_build_takes_every_argument_from_the_row(row: dict) -> None:
     args = dict(arg.removeprefix("--build-arg=").split("=", 1) for arg in command if "=" in arg)
     assert args["BASE_IMAGE"] == base_reference(row)
     assert args["CUDA"] == row["cuda"]
+    assert args["FRAMEWORK"] == row["framework"]
     context = Path(command[-1])
     assert (context / "Dockerfile").is_file()
     assert (context / args["LOCK"]).is_file()
+
+
+@pytest.mark.parametrize(
+    ("built", "cuda", "same"),
+    [
+        ("13.0", "13.0", True),  # torch.version.cuda
+        ("12.5.1", "12.5", True),  # TensorFlow's build info has the patch release
+        ("12.8", "12.5", False),
+        ("12.50.1", "12.5", False),
+        ("13.0", "13", False),
+        (None, "13.0", False),  # a CPU-only build
+    ],
+)
+def test_base_image_build_accepts_only_the_rows_cuda(built: str | None, cuda: str, same: bool):
+    assert same_release(built, cuda) is same
 
 
 def test_baked_image_is_built_on_the_matrix_base(baked: dict[str, Path]) -> None:
@@ -236,3 +253,22 @@ def test_an_unknown_row_names_the_known_ones() -> None:
     done = images_task("images.build", "--row", "torch-9.9.9", "--dry-run")
     assert done.returncode == 2
     assert "torch-9.9.9" in done.stderr and "torch-2.13.0-cu130" in done.stderr
+
+
+def test_the_cuda_check_names_both_releases_when_they_differ(tmp_path: Path) -> None:
+    """images/check_cuda.py as the build runs it, against a stand-in torch built for CUDA 13.0."""
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text("class version:\n    cuda = '13.0'\n")
+    script = TEMPLATE_DIR / "images" / "check_cuda.py"
+
+    def check(framework: str, cuda: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+        command = [sys.executable, str(script), framework, cuda]
+        return subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
+
+    assert check("pytorch", "13.0").returncode == 0
+    mismatch = check("pytorch", "12.8")
+    assert mismatch.returncode == 1
+    assert "pytorch is built for CUDA 13.0, the matrix says 12.8" in mismatch.stderr
+    unknown = check("jax", "13.0")
+    assert unknown.returncode == 1 and "'jax': pytorch or tensorflow" in unknown.stderr
