@@ -181,6 +181,41 @@ def demo(c: Context) -> None:
     _report_run(project, _newest_metrics(project, started))
 
 
+# invoke bench NAME: the script, and the answers of the project its loops train (None: it bakes
+# its own and needs no framework installed here).
+BENCHMARKS: dict[str, tuple[str, dict[str, str] | None]] = {
+    "loop": ("train_loop_overhead.py", {}),
+    "keras": ("keras_fit_overhead.py", {"framework": "tensorflow", "tracking": "none"}),
+    "image": ("image_rebuild.py", None),
+}
+
+
+@task(
+    help={
+        "name": "loop (PyTorch Trainer vs a bare loop), keras (Keras fit vs a bare GradientTape "
+        "loop) or image (our Dockerfile vs a naive one; needs a Docker engine)",
+    }
+)
+def bench(c: Context, name: str) -> None:
+    """Run a benchmark of benchmarks/; its own arguments go after `--`: invoke bench loop.
+
+    The training-loop benchmarks run in the project they measure: baked into build/bench/, with
+    a venv of its own that later runs reuse.
+    """
+    if name not in BENCHMARKS:
+        raise Exit(f"unknown benchmark {name!r}; choose one of: {', '.join(BENCHMARKS)}", code=2)
+    script, answers = BENCHMARKS[name]
+    command = [sys.executable, str(ROOT / "benchmarks" / script)]
+    if answers is not None:
+        project = _bake_fresh(BUILD / "bench" / name, answers)
+        venv = BUILD / "bench" / f"{name}-venv"
+        if not venv_python(venv).exists():
+            c.run(shlex.join([sys.executable, "-m", "venv", str(venv)]))
+        c.run(shlex.join(project_install_command(venv_python(venv), project)), pty=_pty())
+        command = [str(venv_python(venv)), command[1], "--project", str(project)]
+    c.run(f"{shlex.join(command)} {c.remainder}", pty=_pty())
+
+
 @task(
     help={
         "answers": "key=value answers separated by commas or spaces (quoted), e.g. "

@@ -14,10 +14,10 @@ round is discarded, medians of wall time and of CPU time (every thread) reported
 machine the CPU figures are the ones to read: a bare loop's wall time can double when its
 eager input pipeline waits on a busy core.
 
-    python benchmarks/keras_fit_overhead.py [--epochs 30] [--rounds 5]
+    invoke bench keras [-- --epochs 30 --rounds 5]
 
-Run it with a Python that has the TensorFlow project's dependencies (`pip install -e ".[dev]"` in
-a project baked with framework=tensorflow). Target: overhead under 5% on a CPU.
+`invoke bench` bakes the TensorFlow project, installs it in a venv of its own and runs this
+script with that venv's Python and `--project`. Target: overhead under 5% on a CPU.
 """
 
 from __future__ import annotations
@@ -25,27 +25,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import math
-import statistics
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-TEMPLATE_DIR = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(TEMPLATE_DIR))
+from overhead import load_project, print_table, timed_rounds, trainer_settings
 
-from template_tools import bake, default_answers  # noqa: E402
-
-ANSWERS = {"framework": "tensorflow", "tracking": "none"}
 LR = 0.003
 OURS = "project Keras fit"
-
-
-def load_project(workdir: Path) -> tuple[Path, str]:
-    """Bake the TensorFlow project and put its package on the import path."""
-    project = bake(TEMPLATE_DIR, workdir, ANSWERS)
-    sys.path.insert(0, str(project / "src"))
-    return project, default_answers(TEMPLATE_DIR, ANSWERS)["package_name"]
 
 
 def hand_pipeline(splits, batch_size: int, epochs: int, seed: int) -> tuple:
@@ -108,25 +94,12 @@ def bare_loop(model, pipeline: tuple, steps_per_epoch: int, epochs: int) -> int:
 def project_loop(project: Path, package: str, model, splits, batch_size: int, epochs: int) -> int:
     """The project's Trainer with its default settings (clipping off, like the bare loop;
     checkpoints, metrics and signal checks on)."""
-    from omegaconf import OmegaConf
-
     loop = importlib.import_module(f"{package}.loop")
     runtime = importlib.import_module(f"{package}.runtime")
     schedules = importlib.import_module(f"{package}.schedules")
-    schema = importlib.import_module(f"{package}.schema")
     signals = importlib.import_module(f"{package}.signals")
     tracking = importlib.import_module(f"{package}.tracking")
-    configs = project / "configs"
-    settings = OmegaConf.merge(
-        OmegaConf.structured(schema.TrainerConfig),
-        OmegaConf.load(configs / "trainer" / "default.yaml"),
-        {"max_epochs": epochs, "device": "cpu", "gradient_clip_norm": None, "progress_bar": False},
-    )
-    callbacks = OmegaConf.merge(
-        OmegaConf.structured(schema.CallbacksConfig),
-        OmegaConf.load(configs / "callbacks" / "default.yaml"),
-        {"early_stopping": None},
-    )
+    settings, callbacks = trainer_settings(project, package, epochs)
     import keras
     import tensorflow as tf
 
@@ -136,8 +109,8 @@ def project_loop(project: Path, package: str, model, splits, batch_size: int, ep
             make_model=lambda: model,
             make_optimizer=_partial(keras.optimizers.AdamW, lr=LR, weight_decay=0.01),
             make_scheduler=schedules.constant,
-            settings=OmegaConf.to_object(settings),
-            callbacks=OmegaConf.to_object(callbacks),
+            settings=settings,
+            callbacks=callbacks,
             runtime=runtime.Runtime(tf.distribute.get_strategy(), "cpu"),
             tracker=tracker,
             checkpoint_dir=Path(run_dir) / "checkpoints",
@@ -162,6 +135,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--project", type=Path, required=True, help="a baked project")
     args = parser.parse_args()
 
     import keras
@@ -170,48 +144,35 @@ def main() -> None:
     # Steadier figures; every loop gets the same.
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
-    with tempfile.TemporaryDirectory() as workdir:
-        project, package = load_project(Path(workdir))
-        data = importlib.import_module(f"{package}.data")
-        mlp = importlib.import_module(f"{package}.models.mlp")
-        splits = data.load_splits("builtin:digits", 0.15, 0.15, 1234)
-        steps_per_epoch = math.ceil(len(splits.train) / args.batch_size)
-        batch, epochs = args.batch_size, args.epochs
-        runs = {
-            "bare loop, hand pipeline": lambda model: bare_loop(
-                model, hand_pipeline(splits, batch, epochs, 0), steps_per_epoch, epochs
-            ),
-            "bare loop, project pipeline": lambda model: bare_loop(
-                model, project_pipeline(package, splits, batch, epochs, 0), steps_per_epoch, epochs
-            ),
-            OURS: lambda model: project_loop(project, package, model, splits, batch, epochs),
-        }
-        wall: dict[str, list[float]] = {name: [] for name in runs}
-        cpu: dict[str, list[float]] = {name: [] for name in runs}
-        for round_ in range(args.rounds + 1):  # round 0 warms up caches and allocators
-            for name, run in runs.items():
-                keras.utils.set_random_seed(0)
-                model = mlp.MLP(splits.input_shape, splits.num_classes)
-                started, started_cpu = time.perf_counter(), time.process_time()
-                steps = run(model)
-                if round_ > 0:
-                    wall[name].append(steps / (time.perf_counter() - started))
-                    cpu[name].append(steps / (time.process_time() - started_cpu))
+    project = args.project.resolve()
+    package = load_project(project)
+    data = importlib.import_module(f"{package}.data")
+    mlp = importlib.import_module(f"{package}.models.mlp")
+    splits = data.load_splits("builtin:digits", 0.15, 0.15, 1234)
+    steps_per_epoch = math.ceil(len(splits.train) / args.batch_size)
+    batch, epochs = args.batch_size, args.epochs
+    runs = {
+        "bare loop, hand pipeline": lambda model: bare_loop(
+            model, hand_pipeline(splits, batch, epochs, 0), steps_per_epoch, epochs
+        ),
+        "bare loop, project pipeline": lambda model: bare_loop(
+            model, project_pipeline(package, splits, batch, epochs, 0), steps_per_epoch, epochs
+        ),
+        OURS: lambda model: project_loop(project, package, model, splits, batch, epochs),
+    }
+
+    def fresh_model():
+        keras.utils.set_random_seed(0)
+        return mlp.MLP(splits.input_shape, splits.num_classes)
+
+    wall, cpu = timed_rounds(runs, fresh_model, args.rounds)
 
     print(
         f"{args.epochs} epochs x {args.rounds} rounds (after one warm-up round), batch "
         f"{args.batch_size}, 1 CPU thread; whole runs, tracing included; medians, overhead = "
         "Keras fit vs that loop"
     )
-    print(f"{'loop':<28} {'steps/s':>8} {'overhead':>9} {'steps/CPU-s':>12} {'overhead':>9}")
-    ours = {kind: statistics.median(rates[OURS]) for kind, rates in (("wall", wall), ("cpu", cpu))}
-    for name in runs:
-        row = f"{name:<28}"
-        for kind, rates in (("wall", wall), ("cpu", cpu)):
-            median = statistics.median(rates[name])
-            overhead = "" if name == OURS else f"{100 * (1 - ours[kind] / median):+.1f}%"
-            row += f" {median:>{8 if kind == 'wall' else 12}.1f} {overhead:>9}"
-        print(row)
+    print_table(wall, cpu, OURS)
     print(
         "target: overhead under 5% against the bare loop with the project pipeline (the loop "
         "alone). CPU-seconds count every thread and are steadier than wall time on a shared "

@@ -1,0 +1,74 @@
+"""What the two training-loop benchmarks share: the baked project's package, the Trainer's
+settings, the alternating timed rounds and the table. Each benchmark brings its own loops."""
+
+from __future__ import annotations
+
+import importlib
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+Rates = dict[str, list[float]]
+
+
+def load_project(project: Path) -> str:
+    """Put a baked project's package on the import path; return the package's name."""
+    package = next(init.parent for init in (project / "src").glob("*/__init__.py"))
+    sys.path.insert(0, str(package.parent))
+    return package.name
+
+
+def trainer_settings(project: Path, package: str, epochs: int) -> tuple[Any, Any]:
+    """The project's own trainer and callbacks defaults, minus what the bare loops do not do
+    either (clipping, early stopping, the progress bar), as the typed config objects."""
+    from omegaconf import OmegaConf
+
+    schema = importlib.import_module(f"{package}.schema")
+    configs = project / "configs"
+    settings = OmegaConf.merge(
+        OmegaConf.structured(schema.TrainerConfig),
+        OmegaConf.load(configs / "trainer" / "default.yaml"),
+        {"max_epochs": epochs, "device": "cpu", "gradient_clip_norm": None, "progress_bar": False},
+    )
+    callbacks = OmegaConf.merge(
+        OmegaConf.structured(schema.CallbacksConfig),
+        OmegaConf.load(configs / "callbacks" / "default.yaml"),
+        {"early_stopping": None},
+    )
+    return OmegaConf.to_object(settings), OmegaConf.to_object(callbacks)
+
+
+def timed_rounds(
+    runs: dict[str, Callable[[Any], int]], fresh_model: Callable[[], Any], rounds: int
+) -> tuple[Rates, Rates]:
+    """Steps per wall second and per CPU second of each run, the runs alternating round by
+    round so machine noise hits all alike; round 0 warms caches and allocators and is dropped."""
+    wall: Rates = {name: [] for name in runs}
+    cpu: Rates = {name: [] for name in runs}
+    for round_ in range(rounds + 1):
+        for name, run in runs.items():
+            model = fresh_model()
+            started, started_cpu = time.perf_counter(), time.process_time()
+            steps = run(model)
+            if round_ > 0:
+                wall[name].append(steps / (time.perf_counter() - started))
+                cpu[name].append(steps / (time.process_time() - started_cpu))
+    return wall, cpu
+
+
+def print_table(wall: Rates, cpu: Rates, ours: str) -> None:
+    """Medians, and the overhead of `ours` against each other run."""
+    width = max(len(name) for name in wall) + 2
+    print(f"{'loop':<{width}} {'steps/s':>8} {'overhead':>9} {'steps/CPU-s':>12} {'overhead':>9}")
+    medians = {kind: {n: statistics.median(r) for n, r in rates.items()}
+               for kind, rates in (("wall", wall), ("cpu", cpu))}  # fmt: skip
+    for name in wall:
+        row = f"{name:<{width}}"
+        for kind, column in (("wall", 8), ("cpu", 12)):
+            median = medians[kind][name]
+            overhead = "" if name == ours else f"{100 * (1 - medians[kind][ours] / median):+.1f}%"
+            row += f" {median:>{column}.1f} {overhead:>9}"
+        print(row)
