@@ -12,6 +12,9 @@ import json
 import os
 import shlex
 import shutil
+{%- if cookiecutter.framework == "pytorch" %}
+import socket
+{%- endif %}
 import sys
 import tomllib
 from pathlib import Path
@@ -72,8 +75,18 @@ def setup(c: Context, cpu: bool | None = None) -> None:
     """Install the project and its dev tools into this Python environment."""
     if cpu is None:
         cpu = shutil.which("nvidia-smi") is None
-    index = f"--extra-index-url {CPU_TORCH_INDEX}" if cpu else ""
+    index = f"--extra-index-url {CPU_TORCH_INDEX}" if cpu and _resolves(CPU_TORCH_INDEX) else ""
     c.run(f"{PYTHON} -m pip install {index} -e '.[dev]'", pty=False)
+
+
+def _resolves(url: str) -> bool:
+    """Whether `url`'s host has an address: pip retries an index that has none for minutes."""
+    try:
+        socket.getaddrinfo(urlsplit(url).hostname, 443)
+    except OSError:
+        print(f"note: {url} does not resolve; pip uses the indexes it is configured with")
+        return False
+    return True
 
 
 @task(

@@ -51,3 +51,23 @@ def test_bad_gpu_count_is_refused() -> None:
     result = invoke("train", "--gpus", "0")
     assert result.returncode != 0
     assert "--gpus must be at least 1, got 0" in result.stderr
+{%- if cookiecutter.framework == "pytorch" %}
+
+
+def test_setup_adds_the_cpu_index_only_where_it_resolves(monkeypatch, capsys) -> None:
+    """An index whose host has no address would make pip retry it for minutes."""
+    from invoke import MockContext, Result
+
+    import tasks
+
+    commands = {}
+    for index in ("https://localhost/whl/cpu", "https://pytorch.invalid/whl/cpu"):
+        monkeypatch.setattr(tasks, "CPU_TORCH_INDEX", index)
+        context = MockContext(run=Result(), repeat=True)
+        tasks.setup(context, cpu=True)
+        commands[index] = context.run.call_args.args[0]
+    resolves, unresolved = commands.values()
+    assert "--extra-index-url https://localhost/whl/cpu -e '.[dev]'" in resolves
+    assert "--extra-index-url" not in unresolved
+    assert "https://pytorch.invalid/whl/cpu does not resolve" in capsys.readouterr().out
+{%- endif %}
