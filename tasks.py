@@ -134,7 +134,7 @@ def _bake_fresh(output_dir: Path, answers: Mapping[str, str]) -> Path:
     slug = _check(answers)["project_slug"]
     shutil.rmtree(output_dir / slug, ignore_errors=True)
     project = bake_project(ROOT, output_dir, answers)
-    print(f"baked {project.relative_to(ROOT) if project.is_relative_to(ROOT) else project}")
+    print(f"baked {_shown(project)}")
     return project
 
 
@@ -142,11 +142,11 @@ def _newest_metrics(project: Path, since: float) -> Path:
     """The metrics.json of the newest training run in `project` written after `since`."""
     runs = [
         path
-        for path in (project / "outputs" / "train").glob("*/metrics.json")
+        for path in (project / "outputs").glob("*/*/metrics.json")  # <task name>/<run>/
         if path.stat().st_mtime >= since
     ]
     if not runs:
-        raise Exit(f"training wrote no outputs/train/*/metrics.json in {project}", code=1)
+        raise Exit(f"training wrote no outputs/*/*/metrics.json in {project}", code=1)
     return max(runs, key=lambda path: path.stat().st_mtime)
 
 
@@ -165,19 +165,53 @@ def _report_run(project: Path, metrics_path: Path) -> None:
     print(f"next           cd {project} && .venv/bin/invoke --list")
 
 
-@task
-def demo(c: Context) -> None:
+# What a rebake of the demo carries over from the project it replaces: the runs, and the venv
+# (an editable install of the same path, which pip then only brings up to date).
+DEMO_KEEPS = ("outputs", ".venv")
+
+
+def _bake_demo(output_dir: Path) -> Path:
+    """Bake the default project into `output_dir`, keeping DEMO_KEEPS of an earlier demo there."""
+    slug = _check({})["project_slug"]
+    previous = output_dir / slug
+    if not previous.exists():
+        return _bake_fresh(output_dir, {})
+    from template_tools import bake as bake_project
+
+    staging = output_dir / ".rebake"
+    shutil.rmtree(staging, ignore_errors=True)
+    project = bake_project(ROOT, staging, {})
+    kept = [name for name in DEMO_KEEPS if (previous / name).exists()]
+    for name in kept:
+        (previous / name).rename(project / name)
+    shutil.rmtree(previous)
+    project.rename(previous)
+    staging.rmdir()
+    runs = len(list((previous / "outputs").glob("*/*/"))) if "outputs" in kept else 0
+    print(f"rebaked {_shown(previous)}, keeping {', '.join(kept)} ({runs} earlier runs)")
+    return previous
+
+
+def _shown(path: Path) -> Path:
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
+
+@task(help={"output_dir": "the folder to bake the demo project into (default: build/demo)"})
+def demo(c: Context, output_dir: str = "") -> None:
     """Bake the default project into build/demo/, install it in its own venv, train it on CPU.
 
-    Hydra overrides for the training run go after `--`: invoke demo -- trainer.max_epochs=3
+    Hydra overrides for the training run go after `--`: invoke demo -- trainer.max_epochs=3.
+    A rebake keeps the earlier demo's outputs/ (its runs) and its venv.
     """
-    project = _bake_fresh(BUILD / "demo", {})
+    project = _bake_demo(Path(output_dir).resolve() if output_dir else BUILD / "demo")
     venv = project / ".venv"
-    c.run(shlex.join([sys.executable, "-m", "venv", str(venv)]))
+    if not venv_python(venv).exists():
+        c.run(shlex.join([sys.executable, "-m", "venv", str(venv)]))
     c.run(shlex.join(project_install_command(venv_python(venv), project)), pty=_pty())
     started = time.time()
+    train = [str(venv_python(venv)), "-m", "invoke", "train", "--"]
     with c.cd(project):
-        c.run(f"{shlex.quote(str(venv_python(venv)))} -m invoke train {c.remainder}", pty=_pty())
+        c.run(f"{shlex.join(train)} {c.remainder}", pty=_pty())
     _report_run(project, _newest_metrics(project, started))
 
 

@@ -1,7 +1,8 @@
 """Finish the project: drop files of choices not taken, fill in the image's CUDA base, write
-LICENSE and the answers record."""
+LICENSE and the answers record; then say what to type next."""
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -13,6 +14,8 @@ ANSWERS = json.loads(r"""{{ cookiecutter | jsonify }}""")
 sys.dont_write_bytecode = True  # leave no __pycache__ in the user's template checkout
 sys.path.insert(0, TEMPLATE_DIR)
 from template_tools import (  # noqa: E402
+    QUIET_ENV,
+    next_steps,
     prune,
     write_answers_record,
     write_image_defaults,
@@ -24,3 +27,5 @@ prune(PROJECT_DIR, ANSWERS)
 write_image_defaults(PROJECT_DIR, ANSWERS)
 write_license(PROJECT_DIR, ANSWERS)
 write_answers_record(PROJECT_DIR, ANSWERS, Path(TEMPLATE_DIR))
+if not os.environ.get(QUIET_ENV):
+    print(next_steps(PROJECT_DIR))

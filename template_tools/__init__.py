@@ -4,19 +4,24 @@ The hooks import this package from the template folder under the Python that run
 or cruft, so it needs nothing beyond the standard library, cookiecutter and its dependencies.
 """
 
-from template_tools.checks import validate
+from template_tools.checks import check_given, validate
+from template_tools.errors import AnswerError
 from template_tools.frameworks import check_python, frameworks
 from template_tools.gpus import check_gpu, gpus_on
 from template_tools.images import write_image_defaults
 from template_tools.licenses import license_text, write_license
 from template_tools.naming import check_package_name, check_project_slug
+from template_tools.next_steps import QUIET_ENV, next_steps
 from template_tools.prune import prune
 from template_tools.record import write_answers_record
 from template_tools.variants import Variant, bake, choices, default_answers, variants
 
 __all__ = [
+    "QUIET_ENV",
+    "AnswerError",
     "Variant",
     "bake",
+    "check_given",
     "check_gpu",
     "check_package_name",
     "check_project_slug",
@@ -26,6 +31,7 @@ __all__ = [
     "frameworks",
     "gpus_on",
     "license_text",
+    "next_steps",
     "prune",
     "validate",
     "variants",

@@ -7,6 +7,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from template_tools.errors import AnswerError
+
 CATALOG = Path(__file__).with_name("frameworks.json")
 
 
@@ -17,12 +19,15 @@ def frameworks() -> dict[str, dict[str, Any]]:
 
 
 def check_python(framework: str, python_version: str) -> None:
-    """Raise ValueError unless `framework`'s pinned release has wheels for `python_version`."""
+    """Raise AnswerError unless `framework`'s pinned release has wheels for `python_version`."""
     release = frameworks()[framework]
     supported = release["python"]
     if python_version not in supported:
-        raise ValueError(
+        raise AnswerError(
             f"python_version {python_version!r} has no {release['package']}=={release['version']} "
-            f"wheels (framework {framework!r}), which support {', '.join(supported)}; "
-            "pass one of those as python_version, or another framework"
+            f"wheels (framework {framework!r}), which support {', '.join(supported)}",
+            "python_version",
+            supported[-1],
+            "or another of those, or another framework",
+            choices=supported,
         )

@@ -6,6 +6,8 @@ import json
 from functools import cache
 from pathlib import Path
 
+from template_tools.errors import AnswerError
+
 CATALOG = Path(__file__).with_name("gpus.json")
 
 
@@ -20,10 +22,14 @@ def gpus_on(cloud: str) -> list[str]:
 
 
 def check_gpu(cloud: str, gpu: str) -> None:
-    """Raise ValueError unless `cloud` offers `gpu`."""
+    """Raise AnswerError unless `cloud` offers `gpu`."""
     offered = gpus_on(cloud)
     if gpu not in offered:
-        raise ValueError(
+        raise AnswerError(
             f"default_gpu {gpu!r} is not offered by default_cloud {cloud!r}, which offers "
-            f"{', '.join(offered)}; pass one of those as default_gpu, or another default_cloud"
+            f"{', '.join(offered)}",
+            "default_gpu",
+            offered[0],
+            "or another of those, or another default_cloud",
+            choices=offered,
         )

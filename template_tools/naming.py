@@ -8,6 +8,8 @@ import sys
 
 from slugify import slugify
 
+from template_tools.errors import AnswerError
+
 SLUG_RULE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 PACKAGE_RULE = re.compile(r"^[a-z][a-z0-9_]*$")
 # cookiecutter.json's project_slug falls back to this when project_name has no letters or digits:
@@ -50,17 +52,19 @@ def suggest_slug(slug: str) -> str:
     return "-".join(words + leading) if words else "-".join(["project", *leading])
 
 
-def _reject(option: str, value: str, rule: str, suggestion: str) -> ValueError:
-    return ValueError(f"{option} {value!r} {rule}; pass {option}={suggestion} or another name")
+def _reject(option: str, value: str, rule: str, suggestion: str) -> AnswerError:
+    return AnswerError(f"{option} {value!r} {rule}", option, suggestion)
 
 
 def check_project_slug(slug: str, project_name: str | None = None) -> None:
-    """Raise ValueError unless `slug` is lowercase letters, digits and single inner hyphens."""
+    """Raise AnswerError unless `slug` is lowercase letters, digits and single inner hyphens."""
     if not slug or slug == EMPTY_SLUG:
         source = f"project_name {project_name!r} has" if project_name is not None else "it has"
-        raise ValueError(
-            f"project_slug is empty: {source} no letters or digits to make one from; "
-            "pass project_slug=my-project or a project_name with letters"
+        raise AnswerError(
+            f"project_slug is empty: {source} no letters or digits to make one from",
+            "project_slug",
+            "my-project",
+            "or a project_name with letters",
         )
     if SLUG_RULE.match(slug):
         return
@@ -105,7 +109,7 @@ def _package_problem(name: str) -> str | None:
 
 
 def check_package_name(name: str) -> None:
-    """Raise ValueError unless `name` is a lowercase identifier that shadows no other import."""
+    """Raise AnswerError unless `name` is a lowercase identifier that shadows no other import."""
     problem = _package_problem(name)
     if problem:
         raise _reject("package_name", name, problem, suggest_package_name(name))

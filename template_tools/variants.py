@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,7 @@ from cookiecutter.main import cookiecutter
 from cookiecutter.prompt import prompt_for_config
 
 from template_tools.checks import validate
+from template_tools.next_steps import QUIET_ENV
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent
 # Options whose every combination is baked: each changes which files or dependencies exist.
@@ -82,12 +84,23 @@ def variants(template_dir: Path = TEMPLATE_DIR) -> list[Variant]:
 
 
 def bake(template_dir: Path, output_dir: Path, extra_context: Mapping[str, str]) -> Path:
-    """Generate one project with cookiecutter, no prompts, ignoring ~/.cookiecutterrc."""
-    project = cookiecutter(
-        str(template_dir),
-        no_input=True,
-        extra_context=dict(extra_context),
-        output_dir=str(output_dir),
-        default_config=True,
-    )
+    """Generate one project with cookiecutter, no prompts, ignoring ~/.cookiecutterrc.
+
+    The hooks print no next steps: the callers (invoke bake, demo, the tests) say their own.
+    """
+    previous = os.environ.get(QUIET_ENV)
+    os.environ[QUIET_ENV] = "1"
+    try:
+        project = cookiecutter(
+            str(template_dir),
+            no_input=True,
+            extra_context=dict(extra_context),
+            output_dir=str(output_dir),
+            default_config=True,
+        )
+    finally:
+        if previous is None:
+            del os.environ[QUIET_ENV]
+        else:
+            os.environ[QUIET_ENV] = previous
     return Path(project)

@@ -1,4 +1,5 @@
-"""Bad answers stop the real cookiecutter and cruft CLIs with a clear message and no folder."""
+"""Answers are checked as they are given: the real cookiecutter and cruft CLIs ask a bad answer
+again at a question, and stop a bad command-line answer with one line and no folder."""
 
 from __future__ import annotations
 
@@ -8,20 +9,32 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import TEMPLATE_DIR, TemplateRepo
+from conftest import TEMPLATE_DIR, TemplateRepo, git
 
 
-def cookiecutter(output_dir: Path, *answers: str) -> subprocess.CompletedProcess[str]:
-    """`cookiecutter --no-input TEMPLATE key=value...` into `output_dir`."""
+def cookiecutter(
+    output_dir: Path, *answers: str, typed: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`cookiecutter --no-input TEMPLATE key=value...` into `output_dir`; with `typed`, no
+    `--no-input`: the questions are asked and `typed` is what the user types at them."""
+    flags = ["--default-config"] if typed is not None else ["--no-input", "--default-config"]
     return subprocess.run(
         [
-            *(sys.executable, "-m", "cookiecutter", "--no-input", "--default-config"),
+            *(sys.executable, "-m", "cookiecutter", *flags),
             *("-o", str(output_dir), str(TEMPLATE_DIR), *answers),
         ],
+        input=typed,
         capture_output=True,
         text=True,
         timeout=120,
     )
+
+
+def one_error_line(stderr: str) -> str:
+    """The single line a bad answer prints; fails on a traceback or more lines."""
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), stderr
+    return lines[0]
 
 
 BAD_ANSWERS = {  # id: (key=value answers, what stderr must say)
@@ -34,7 +47,7 @@ BAD_ANSWERS = {  # id: (key=value answers, what stderr must say)
     "shadowing-package": (["package_name=torch"], ["'torch'", "dependency the project imports"]),
     "gpu-not-on-cloud": (
         ["default_cloud=azure", "default_gpu=a10g"],
-        ["'a10g'", "'azure'", "t4, a100, h100"],
+        ["'a10g'", "'azure'", "t4, a100, h100", "pass default_gpu=t4 or another of those"],
     ),
 }
 
@@ -42,10 +55,47 @@ BAD_ANSWERS = {  # id: (key=value answers, what stderr must say)
 @pytest.mark.parametrize(("answers", "expected"), BAD_ANSWERS.values(), ids=BAD_ANSWERS.keys())
 def test_bad_answer_stops_cookiecutter(tmp_path: Path, answers: list[str], expected: list[str]):
     done = cookiecutter(tmp_path, *answers)
-    assert done.returncode != 0
+    assert done.returncode == 2
+    line = one_error_line(done.stderr)
     for text in expected:
-        assert text in done.stderr, done.stderr
+        assert text in line, line
     assert list(tmp_path.iterdir()) == [], "cookiecutter left a half-made project"
+
+
+def test_a_bad_slug_typed_at_the_question_is_asked_again(tmp_path: Path) -> None:
+    # Enter keeps a default: the name, then '3d-vision', then the suggested fix, then defaults.
+    done = cookiecutter(tmp_path, typed="Vision\n3d-vision\nvision-3d\n" + "\n" * 10)
+    assert done.returncode == 0, done.stdout + done.stderr
+    shown = done.stdout + done.stderr
+    assert shown.count("project_slug '3d-vision' must start with a letter; answer vision-3d") == 1
+    assert "Traceback" not in shown
+    assert [p.name for p in tmp_path.iterdir()] == ["vision-3d"]
+    assert (tmp_path / "vision-3d" / "src" / "vision_3d").is_dir()  # derived from the fixed slug
+
+
+def test_a_gpu_the_cloud_lacks_is_asked_again_among_its_gpus(tmp_path: Path) -> None:
+    # Defaults up to the cloud; then azure (3), a10g (3), then the second of azure's GPUs.
+    done = cookiecutter(tmp_path, typed="\n" * 8 + "3\n3\n2\n" + "\n" * 4)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "default_gpu 'a10g' is not offered by default_cloud 'azure'" in done.stderr
+    answers = json.loads((tmp_path / "cloud-gpu-project" / ".cruft.json").read_text())
+    chosen = answers["context"]["cookiecutter"]
+    assert (chosen["default_cloud"], chosen["default_gpu"]) == ("azure", "a100")
+
+
+def test_generation_ends_with_the_next_commands(tmp_path: Path) -> None:
+    done = cookiecutter(tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert lines[0] == "Made cloud-gpu-project/. Next:"
+    steps = [line.split("#")[0].strip() for line in lines[1:]]
+    assert steps[0] == f"cd {tmp_path / 'cloud-gpu-project'}"  # tmp_path is outside this folder
+    assert steps[1].startswith("git init")  # tmp_path is no git repository
+    assert steps[-2:] == ["pip install invoke && invoke setup", "invoke train"]
+    git(tmp_path, "init", "-q")
+    inside = cookiecutter(tmp_path / "in-repo")
+    assert inside.returncode == 0, inside.stderr
+    assert "git init" not in inside.stdout
 
 
 def test_unicode_project_name_bakes_a_valid_slug(tmp_path: Path) -> None:
@@ -79,6 +129,8 @@ def test_bad_answer_stops_cruft_create(tmp_path: Path, template_repo: TemplateRe
         text=True,
         timeout=120,
     )
-    assert done.returncode != 0
-    assert "package_name 'typing' is a standard-library module" in done.stderr
+    assert done.returncode == 2
+    line = one_error_line(done.stderr)
+    assert "package_name 'typing' is a standard-library module" in line
+    assert """pass --extra-context '{"package_name": "typing_project"}'""" in line
     assert list(tmp_path.iterdir()) == []
