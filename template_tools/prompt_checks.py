@@ -43,7 +43,7 @@ def _cli() -> str | None:
 
 
 def _ask_again(answers: MutableMapping[str, Any], error: AnswerError) -> None:
-    """Show the rule and ask the question again, offering only valid values where there is a list."""
+    """Show the rule and ask again, offering only the valid values where they are a list."""
     from cookiecutter.prompt import read_user_choice, read_user_variable
 
     prompts = json.loads(COOKIECUTTER_JSON.read_text(encoding="utf-8")).get("__prompts__", {})
@@ -65,7 +65,8 @@ def check_answers(answers: MutableMapping[str, Any]) -> None:
             if "--no-input" not in sys.argv:
                 _ask_again(answers, error)
                 continue
-            print(f"error: {error.message(CRUFT if cli == 'cruft' else KEY_VALUE)}", file=sys.stderr)
+            syntax = CRUFT if cli == "cruft" else KEY_VALUE
+            print(f"error: {error.message(syntax)}", file=sys.stderr)
             raise SystemExit(2) from None
 
 

@@ -51,14 +51,15 @@ def test_bad_input_names_the_value_and_writes_nothing(args: list[str], message: 
 
 def test_demo_trains_with_the_overrides_and_a_rebake_keeps_the_runs(tmp_path: Path) -> None:
     """The README's main job, twice: the second run rebakes, keeps the first run and the venv."""
-    first = invoke("demo", "--output-dir", str(tmp_path), "--", "trainer.max_epochs=1", timeout=1200)
+    demo = ["demo", "--output-dir", str(tmp_path), "--"]
+    first = invoke(*demo, "trainer.max_epochs=1", timeout=1200)
     assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-4000:]
     project = tmp_path / "cloud-gpu-project"
     (run,) = (project / "outputs" / "train").iterdir()
     assert json.loads((run / "metrics.json").read_text())["epochs"] == 1
     assert "test accuracy  0." in first.stdout
 
-    second = invoke("demo", "--output-dir", str(tmp_path), "--", "trainer.max_epochs=2", timeout=600)
+    second = invoke(*demo, "trainer.max_epochs=2", timeout=600)
     assert second.returncode == 0, second.stdout[-4000:] + second.stderr[-4000:]
     assert "keeping outputs, .venv (1 earlier runs)" in second.stdout
     runs = sorted((project / "outputs" / "train").iterdir())
