@@ -7,18 +7,14 @@ cookiecutter and template_tools are imported inside the tasks that bake.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import shutil
-import socket
 import sys
 import time
-import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from invoke import Collection, Context, Exit, task
 
@@ -27,16 +23,12 @@ from images import tasks as image_tasks
 ROOT = Path(__file__).resolve().parent
 BUILD = ROOT / "build"
 PYTHON = shlex.quote(sys.executable)
-# torch==X from PyPI is the CUDA build on Linux (several GB); this index has the CPU build.
-CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
 # The template's own Python. The project template is Jinja: the tests lint baked projects instead.
 TEMPLATE_PYTHON = ("template_tools", "hooks", "tests", "tasks.py", "benchmarks", "images")
 WORKFLOWS = ROOT / ".github" / "workflows"
 LOCK_INPUT = "requirements-dev.in"
 LOCK_FILE = "requirements-dev.txt"
 LOCK_PYTHON = "3.11"
-# uv ignores pip's configuration; behind a TLS proxy it needs the system's CA bundle.
-CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 ANSWER_SEPARATORS = re.compile(r"[\s,]+")
 # `invoke bake` words that stand for answers: the defaults, or every variant the tests bake.
 DEFAULTS = "defaults"
@@ -45,43 +37,6 @@ ALL_VARIANTS = "all"
 
 def _pty() -> bool:
     return sys.stdout.isatty()
-
-
-def venv_python(venv: Path) -> Path:
-    """The Python interpreter of the virtual environment at `venv`."""
-    return venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-
-
-def cpu_torch_index() -> list[str]:
-    """pip arguments that add PyTorch's CPU index, or none where that host does not resolve.
-
-    Without the index pip would take the CUDA build of torch; with an unreachable one it retries
-    every package for minutes (a machine with a local mirror that serves the CPU build).
-    """
-    try:
-        socket.getaddrinfo(urlsplit(CPU_TORCH_INDEX).hostname, 443)
-    except OSError:
-        print(f"note: {CPU_TORCH_INDEX} is unreachable; pip uses its configured indexes only")
-        return []
-    return ["--extra-index-url", CPU_TORCH_INDEX]
-
-
-def _depends_on_torch(project: Path) -> bool:
-    """Whether the generated `project` lists torch among its dependencies."""
-    meta = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    return any(re.match(r"torch\b", dependency) for dependency in meta["dependencies"])
-
-
-def project_install_command(
-    python: Path, project: Path, extras: Sequence[str] = ("dev",)
-) -> list[str]:
-    """The pip command that installs `project` editable with `extras`, CPU PyTorch included.
-
-    The same install as the generated project's `invoke setup --cpu` and its CI.
-    """
-    index = cpu_torch_index() if _depends_on_torch(project) else []
-    target = f"{project}[{','.join(extras)}]"
-    return [str(python), "-m", "pip", "install", *index, "-e", target]
 
 
 def _tool(name: str) -> str:
@@ -203,6 +158,8 @@ def demo(c: Context, output_dir: str = "") -> None:
     Hydra overrides for the training run go after `--`: invoke demo -- trainer.max_epochs=3.
     A rebake keeps the earlier demo's outputs/ (its runs) and its venv.
     """
+    from template_tools.install import project_install_command, venv_python
+
     project = _bake_demo(Path(output_dir).resolve() if output_dir else BUILD / "demo")
     venv = project / ".venv"
     if not venv_python(venv).exists():
@@ -238,6 +195,8 @@ def bench(c: Context, name: str) -> None:
     """
     if name not in BENCHMARKS:
         raise Exit(f"unknown benchmark {name!r}; choose one of: {', '.join(BENCHMARKS)}", code=2)
+    from template_tools.install import project_install_command, venv_python
+
     script, answers = BENCHMARKS[name]
     command = [sys.executable, str(ROOT / "benchmarks" / script)]
     if answers is not None:
@@ -282,12 +241,13 @@ def test(c: Context) -> None:
 
 @task
 def lint(c: Context) -> None:
-    """Check the template's Python with ruff and its GitHub workflows with actionlint."""
+    """Check the template's Python with ruff and mypy, and its GitHub workflows with actionlint."""
     paths = shlex.join(name for name in TEMPLATE_PYTHON if (ROOT / name).exists())
     workflows = shlex.join(str(path) for path in sorted(WORKFLOWS.glob("*.y*ml")))
     commands = [
         f"{PYTHON} -m ruff check {paths}",
         f"{PYTHON} -m ruff format --check {paths}",
+        f"{PYTHON} -m mypy",  # the files of pyproject.toml's [tool.mypy]
         f"{shlex.quote(_tool('actionlint'))} {workflows}",
     ]
     with c.cd(ROOT):
@@ -299,9 +259,8 @@ def lint(c: Context) -> None:
 @task(help={"upgrade": "move every package to its newest version, not only what changed"})
 def lock(c: Context, upgrade: bool = False) -> None:
     """Regenerate the hash-locked requirements-dev.txt from requirements-dev.in with uv."""
-    env = {}
-    if "SSL_CERT_FILE" not in os.environ and CA_BUNDLE.exists():
-        env["SSL_CERT_FILE"] = str(CA_BUNDLE)
+    from template_tools.install import uv_environment
+
     command = [
         sys.executable,
         *("-m", "uv", "pip", "compile", "--quiet", "--generate-hashes", "--universal"),
@@ -310,7 +269,7 @@ def lock(c: Context, upgrade: bool = False) -> None:
         *(LOCK_INPUT, "--output-file", LOCK_FILE),
     ]
     with c.cd(ROOT):
-        c.run(shlex.join(command), env=env)
+        c.run(shlex.join(command), env=uv_environment())
 
 
 # Every task above, and the image tasks as `invoke images.<task>` (images/tasks.py).

@@ -33,7 +33,7 @@ TEMPLATE_DIR = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TEMPLATE_DIR))
 sys.path.insert(0, str(TEMPLATE_DIR / "tests"))  # the Docker helpers the tests use
 
-import engine  # noqa: E402
+from helpers import engine  # noqa: E402
 
 from template_tools import bake, frameworks  # noqa: E402
 

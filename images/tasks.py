@@ -29,7 +29,6 @@ NAMESPACE = "cloud-gpu-template"  # local image names: cloud-gpu-template/pytorc
 # The projects' locks are made for the first Python choice; see the README.
 LOCK_PYTHON = "3.11"
 LOCK_PLATFORM = "x86_64-manylinux_2_28"
-CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 
 
 def _rows(row_id: str) -> list[dict[str, Any]]:
@@ -129,10 +128,9 @@ def refresh(c: Context) -> None:
 
 
 def _uv_env() -> dict[str, str]:
-    # uv ignores pip's configuration; behind a TLS proxy it needs the system's CA bundle.
-    if "SSL_CERT_FILE" not in os.environ and CA_BUNDLE.exists():
-        return {"SSL_CERT_FILE": str(CA_BUNDLE)}
-    return {}
+    from template_tools.install import uv_environment
+
+    return uv_environment()
 
 
 def _lock_base_image(c: Context, row: dict[str, Any], scratch: Path) -> None:

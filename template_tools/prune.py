@@ -1,8 +1,10 @@
 """Shape the generated project for the answers given, as listed in prune.json.
 
-Each rule applies when every option in its `when` has that value: first `remove` deletes the
-files of choices not taken (globs), then `move` lays a folder of files over the project (each file
-to the same place under the target, replacing a file already there). Folders left empty go too.
+Each rule applies when every option in its `when` has that value: first `move` lays a folder of
+files over the project (each file to the same place under the target; `{option}` in the folder's
+name is that answer), then `remove` deletes the files of choices not taken (globs). An overlay
+adds files: it never replaces one, so a file is either shared or of one choice, never both.
+Folders left empty go too.
 """
 
 from __future__ import annotations
@@ -59,6 +61,12 @@ def _move(project_dir: Path, source: str, target: str) -> list[Path]:
         pairs = [(path, target_path / path.relative_to(source_path)) for path in files]
     moved = []
     for path, destination in pairs:
+        if destination.exists():
+            raise FileExistsError(
+                f"prune.json moves {path.relative_to(project_dir)} over the shared "
+                f"{destination.relative_to(project_dir)}: a file belongs to the overlay or to the "
+                "shared template, not both"
+            )
         destination.parent.mkdir(parents=True, exist_ok=True)
         path.replace(destination)
         moved.append(destination)
@@ -75,18 +83,18 @@ def _remove_empty_dirs(root: Path) -> None:
 def prune(project_dir: Path, answers: Mapping[str, Any], rules: Rules | None = None) -> list[Path]:
     """Apply the rules (default: prune.json's) that match `answers`; return what was removed.
 
-    Removals of every matching rule come first, then the moves, so a move may replace a file that
-    another rule removes for the same answers. Folders left empty go too.
+    The moves of every matching rule come first, then the removals, so a removal also reaches
+    files an overlay brought. Folders left empty go too.
     """
     project_dir = Path(project_dir)
     chosen = matching(answers, default_rules() if rules is None else rules)
-    removed = _remove(project_dir, [p for rule in chosen for p in rule.get("remove", [])])
     moved = [
         path
         for rule in chosen
         for source, target in rule.get("move", {}).items()
-        for path in _move(project_dir, source, target)
+        for path in _move(project_dir, source.format(**answers), target)
     ]
+    removed = _remove(project_dir, [p for rule in chosen for p in rule.get("remove", [])])
     if removed or moved:
         _remove_empty_dirs(project_dir)
     return removed

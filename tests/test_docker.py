@@ -13,21 +13,20 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import engine
 import pytest
 from conftest import TEMPLATE_DIR, commit_all, git
+from helpers import commands, engine
 
 from template_tools import bake, frameworks
 
-CLIENT = engine.docker_client()
+CLIENT = engine.docker_client() or ""
 pytestmark = pytest.mark.skipif(
-    CLIENT is None, reason="no Docker engine answers a client that can build with BuildKit"
+    not CLIENT, reason="no Docker engine answers a client that can build with BuildKit"
 )
 FRAMEWORKS = ["pytorch", "tensorflow"]
 # The stand-in has Debian's Python 3.11; the CPU locks are made for the first Python choice.
@@ -48,14 +47,7 @@ def docker(*args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
 
 def invoke(project: Path, *args: str, timeout: int = BUILD_TIMEOUT, **env: str):
     """The project's own invoke task, with this client as DOCKER."""
-    return subprocess.run(
-        [sys.executable, "-m", "invoke", *args],
-        cwd=project,
-        env={**os.environ, "DOCKER": CLIENT, **env},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return commands.invoke(project, *args, timeout=timeout, DOCKER=CLIENT, **env)
 
 
 @pytest.fixture(scope="module")

@@ -5,23 +5,17 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import TEMPLATE_DIR
+from helpers import commands
 
 BUILD = TEMPLATE_DIR / "build"
 
 
 def invoke(*args: str, timeout: int = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "invoke", *args],
-        cwd=TEMPLATE_DIR,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return commands.invoke(TEMPLATE_DIR, *args, timeout=timeout)
 
 
 def listing() -> set[Path]:

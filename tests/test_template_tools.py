@@ -25,6 +25,7 @@ from template_tools import (
     write_license,
 )
 from template_tools.naming import suggest_package_name, suggest_slug
+from template_tools.prune import default_rules
 from template_tools.record import answers_record, template_source
 from template_tools.variants import CYCLED_OPTIONS, PRODUCT_OPTIONS
 
@@ -199,9 +200,14 @@ def _touch(root: Path, *names: str) -> None:
         (root / name).write_text("x")
 
 
+def _tracking_rules() -> list[dict]:
+    """prune.json's rules about the tracking answer alone."""
+    return [rule for rule in default_rules() if set(rule["when"]) == {"tracking"}]
+
+
 def test_prune_removes_the_unchosen_files_and_empty_folders(tmp_path: Path) -> None:
     _touch(tmp_path, "configs/logger/wandb.yaml", "configs/train.yaml", "only/wandb.yaml")
-    removed = prune(tmp_path, {"tracking": "none"})
+    removed = prune(tmp_path, {"tracking": "none"}, _tracking_rules())
     assert removed == [tmp_path / "configs/logger/wandb.yaml"]
     assert _tree(tmp_path) == {"configs", "configs/train.yaml", "only", "only/wandb.yaml"}
 
@@ -209,7 +215,7 @@ def test_prune_removes_the_unchosen_files_and_empty_folders(tmp_path: Path) -> N
 def test_prune_keeps_the_files_of_the_chosen_option(tmp_path: Path) -> None:
     _touch(tmp_path, "configs/logger/wandb.yaml", "configs/logger/jsonl.yaml")
     before = _tree(tmp_path)
-    assert prune(tmp_path, {"tracking": "wandb"}) == []
+    assert prune(tmp_path, {"tracking": "wandb"}, _tracking_rules()) == []
     assert _tree(tmp_path) == before
 
 
@@ -230,19 +236,30 @@ def test_prune_rule_needs_every_condition(tmp_path: Path) -> None:
     ]
 
 
-def test_prune_moves_a_folder_over_the_project(tmp_path: Path) -> None:
-    rules = [{"when": {"framework": "tensorflow"}, "remove": ["src/pkg/sampling.py"],
-              "move": {"_tf": "."}}]  # fmt: skip
-    _touch(tmp_path, "src/pkg/loop.py", "src/pkg/sampling.py", "src/pkg/data.py")
-    (tmp_path / "_tf/src/pkg").mkdir(parents=True)
+def test_prune_moves_a_folder_over_the_project_then_removes(tmp_path: Path) -> None:
+    rules = [{"when": {"framework": "tensorflow"}, "move": {"_tf": "."},
+              "remove": ["src/pkg/torch_only.py", "_pt"]}]  # fmt: skip
+    _touch(tmp_path, "src/pkg/data.py", "_pt/src/pkg/loop.py", "_tf/src/pkg/loop.py")
+    _touch(tmp_path, "_tf/src/pkg/torch_only.py")  # an overlay's file that a removal still reaches
     (tmp_path / "_tf/src/pkg/loop.py").write_text("keras loop")
-    (tmp_path / "_tf/src/pkg/callbacks.py").write_text("callbacks")
     removed = prune(tmp_path, {"framework": "tensorflow"}, rules)
-    assert removed == [tmp_path / "src/pkg/sampling.py"]
-    assert _tree(tmp_path) == {
-        "src", "src/pkg", "src/pkg/loop.py", "src/pkg/data.py", "src/pkg/callbacks.py",
-    }  # fmt: skip
+    assert removed == [tmp_path / "src/pkg/torch_only.py", tmp_path / "_pt"]
+    assert _tree(tmp_path) == {"src", "src/pkg", "src/pkg/loop.py", "src/pkg/data.py"}
     assert (tmp_path / "src/pkg/loop.py").read_text() == "keras loop"
+
+
+def test_an_overlay_never_replaces_a_shared_file(tmp_path: Path) -> None:
+    rules = [{"when": {}, "move": {"_tf": "."}}]
+    _touch(tmp_path, "src/pkg/loop.py", "_tf/src/pkg/loop.py")
+    with pytest.raises(FileExistsError, match=r"_tf/src/pkg/loop\.py over the shared src/pkg"):
+        prune(tmp_path, {}, rules)
+
+
+def test_a_move_source_takes_the_answers(tmp_path: Path) -> None:
+    rules = [{"when": {}, "move": {"_locks/{framework}-{tracking}": "."}, "remove": ["_locks"]}]
+    _touch(tmp_path, "_locks/tensorflow-none/requirements/cpu.txt", "_locks/pytorch-none/x.txt")
+    prune(tmp_path, {"framework": "tensorflow", "tracking": "none"}, rules)
+    assert _tree(tmp_path) == {"requirements", "requirements/cpu.txt"}
 
 
 def test_prune_moves_a_single_file(tmp_path: Path) -> None:
@@ -262,14 +279,16 @@ def test_default_rules_leave_no_framework_overlay(tmp_path: Path) -> None:
     pairs = [f"{f}-{t}" for f in choices()["framework"] for t in choices()["tracking"]]
     for framework in choices()["framework"]:
         project = tmp_path / framework
-        _touch(project, "_tensorflow/src/pkg/loop.py", "src/pkg/loop.py", "src/pkg/sampling.py")
+        _touch(project, "_tensorflow/src/pkg/loop.py", "_pytorch/src/pkg/loop.py", "src/pkg/x.py")
+        (project / f"_{framework}/src/pkg/loop.py").write_text(framework)
         for pair in pairs:  # each pair's image lock names its pair
             _touch(project, f"_locks/{pair}/requirements/gpu.txt")
             (project / f"_locks/{pair}/requirements/gpu.txt").write_text(pair)
         prune(project, {"framework": framework, "tracking": "wandb"})
-        assert not (project / "_tensorflow").exists()
+        assert not (project / "_tensorflow").exists() and not (project / "_pytorch").exists()
         assert not (project / "_locks").exists()
-        assert (project / "src/pkg/loop.py").is_file()
+        assert (project / "src/pkg/loop.py").read_text() == framework
+        assert (project / "src/pkg/x.py").is_file()
         assert (project / "requirements/gpu.txt").read_text() == f"{framework}-wandb"
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,6 +18,33 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 CONFIG_DIR = PROJECT_ROOT / "configs"
 # A few small deterministic epochs on the CPU with local logging only.
 SHORT = ["debug=short", "logger=jsonl"]
+# Long enough to be interrupted mid-run; deterministic so two runs can be compared exactly.
+RESUMABLE = [
+    *SHORT,
+    "trainer.max_epochs=6",
+    "trainer.limit_train_batches=null",
+    "trainer.log_every_n_steps=1",
+]
+
+
+def cuda_gpus() -> int:
+    """The CUDA GPUs here, as `nvidia-smi -L` lists them: 0 without a driver."""
+    if shutil.which("nvidia-smi") is None:
+        return 0
+    done = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=False)
+    listed = done.stdout.splitlines() if done.returncode == 0 else []
+    return sum(line.startswith("GPU ") for line in listed)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Skip the tests marked `gpu(N)` where fewer than N CUDA GPUs are present, saying so."""
+    found = cuda_gpus()
+    for item in items:
+        marker = item.get_closest_marker("gpu")
+        needed = marker.args[0] if marker and marker.args else 1
+        if marker and found < needed:
+            reason = f"needs {needed} CUDA GPU{'s' * (needed > 1)}; this machine has {found}"
+            item.add_marker(pytest.mark.skip(reason=reason))
 
 
 def project_env(**overrides: str) -> dict[str, str]:
@@ -67,6 +95,41 @@ def kill_mid_save(script: str, path: Path) -> None:
     time.sleep(0.05)
     process.send_signal(signal.SIGKILL)
     process.wait()
+
+
+def start_training(run_dir: Path, *overrides: str) -> subprocess.Popen:
+    """A resumable training run in the background."""
+    return subprocess.Popen(
+        module_command("train", *RESUMABLE, *overrides, f"hydra.run.dir={run_dir}"),
+        cwd=PROJECT_ROOT,
+        env=project_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def wait_for_steps(run_dir: Path, steps: int, process: subprocess.Popen) -> None:
+    """Block until metrics.jsonl shows `steps` logged steps (training is well under way)."""
+    log = run_dir / "metrics.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
+        if log.exists() and len(log.read_text().splitlines()) >= steps:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"training never reached {steps} steps: {process.communicate()[0]}")
+
+
+def interrupt(
+    run_dir: Path, sig: signal.Signals, after_steps: int, *overrides: str
+) -> tuple[int, float, str]:
+    """Start a run, send `sig` after some steps; return exit code, seconds to exit, output."""
+    process = start_training(run_dir, *overrides)
+    wait_for_steps(run_dir, after_steps, process)
+    sent = time.monotonic()
+    process.send_signal(sig)
+    output, _ = process.communicate(timeout=60)
+    return process.returncode, time.monotonic() - sent, output
 
 
 def read_metrics(run_dir: Path) -> dict:

@@ -4,18 +4,11 @@ from __future__ import annotations
 
 import pytest
 from conftest import CONFIG_DIR
+from framework_parts import build
 from hydra import compose, initialize_config_dir
-from hydra.utils import instantiate
-{%- if cookiecutter.framework == "tensorflow" %}
-from omegaconf import DictConfig, OmegaConf
-
-from {{ cookiecutter.package_name }} import schema
-from {{ cookiecutter.package_name }}.loop import build_optimizer
-{%- else %}
 from omegaconf import DictConfig
 
 from {{ cookiecutter.package_name }} import schema
-{%- endif %}
 
 schema.register()
 
@@ -31,19 +24,6 @@ def options(group: str) -> list[str]:
 def compose_train(*overrides: str) -> DictConfig:
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         return compose("train", overrides=list(overrides))
-
-
-def build(cfg: DictConfig) -> None:
-    """Instantiate the model, optimizer and scheduler exactly as train.py does."""
-{%- if cookiecutter.framework == "tensorflow" %}
-    instantiate(cfg.model, input_shape=(1, 8, 8), num_classes=10)
-    settings = OmegaConf.to_object(cfg.trainer)
-    build_optimizer(instantiate(cfg.optimizer), instantiate(cfg.scheduler), 100, settings)
-{%- else %}
-    model = instantiate(cfg.model, input_shape=(1, 8, 8), num_classes=10)
-    optimizer = instantiate(cfg.optimizer)(model.parameters())
-    instantiate(cfg.scheduler)(optimizer, total_steps=100)
-{%- endif %}
 
 
 def test_every_group_has_options() -> None:

@@ -3,62 +3,23 @@
 from __future__ import annotations
 
 import signal
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
 from conftest import (
-    PROJECT_ROOT,
+    RESUMABLE,
     SHORT,
-    module_command,
-    project_env,
+    interrupt,
     read_metrics,
     run_module,
+    start_training,
     train,
+    wait_for_steps,
 )
 
 from {{ cookiecutter.package_name }} import checkpoint
 
-# Long enough to be interrupted mid-run; deterministic so two runs can be compared exactly.
-RUN = [
-    *SHORT,
-    "trainer.max_epochs=6",
-    "trainer.limit_train_batches=null",
-    "trainer.log_every_n_steps=1",
-]
-
-
-def start_training(run_dir: Path, *overrides: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        module_command("train", *RUN, *overrides, f"hydra.run.dir={run_dir}"),
-        cwd=PROJECT_ROOT,
-        env=project_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-
-
-def wait_for_steps(run_dir: Path, steps: int, process: subprocess.Popen) -> None:
-    """Block until metrics.jsonl shows `steps` logged steps (training is well under way)."""
-    log = run_dir / "metrics.jsonl"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and process.poll() is None:
-        if log.exists() and len(log.read_text().splitlines()) >= steps:
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"training never reached {steps} steps: {process.communicate()[0]}")
-
-
-def interrupt(run_dir: Path, sig: signal.Signals, after_steps: int) -> tuple[int, float, str]:
-    """Start a run, send `sig` after some steps; return exit code, seconds to exit, output."""
-    process = start_training(run_dir)
-    wait_for_steps(run_dir, after_steps, process)
-    sent = time.monotonic()
-    process.send_signal(sig)
-    output, _ = process.communicate(timeout=60)
-    return process.returncode, time.monotonic() - sent, output
+RUN = RESUMABLE
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])

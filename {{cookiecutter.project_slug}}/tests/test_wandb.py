@@ -32,6 +32,11 @@ def test_no_api_key_falls_back_to_offline(tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.returncode == 0, result.stdout
     assert "no API key" in result.stdout and "logging offline" in result.stdout
+    # wandb's banner and footer stay quiet; the run's summary, last, says how to upload it.
+    assert not [line for line in result.stdout.splitlines() if line.startswith("wandb:")]
+    last = result.stdout.rstrip().splitlines()[-1].split()
+    assert last[:5] == ["wandb", "offline;", "upload", "with:", "wandb"] and last[5] == "sync"
+    assert Path(last[6]) == offline_run(run_dir)
     # The offline log is protobuf records; its keys are stored as plain bytes.
     (records,) = offline_run(run_dir).glob("run-*.wandb")
     data = records.read_bytes()
@@ -54,3 +59,26 @@ def test_unreachable_server_falls_back_and_hides_the_key(tmp_path: Path) -> None
     for path in run_dir.rglob("*"):
         if path.is_file():
             assert FAKE_KEY.encode() not in path.read_bytes(), path
+
+
+def test_wandb_s_own_lines_come_back_when_asked_for(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    result = run_module(
+        "train", "debug=fast", "logger=wandb", "logger.wandb.silent=false",
+        f"hydra.run.dir={run_dir}", env=wandb_env(tmp_path), timeout=180,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout
+    assert any(line.startswith("wandb: ") for line in result.stdout.splitlines())
+    assert "  wandb " in result.stdout.rstrip().splitlines()[-1]  # the summary still ends it
+
+
+def test_a_bad_wandb_mode_stops_before_the_run(tmp_path: Path) -> None:
+    result = run_module(
+        "train", "debug=fast", "logger=wandb", "logger.wandb.mode=sometimes",
+        f"hydra.run.dir={tmp_path}/run", env=wandb_env(tmp_path),
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stdout.strip() == (
+        "error: logger.wandb.mode=sometimes must be one of online, offline, disabled"
+    )
+    assert not (tmp_path / "run").exists()

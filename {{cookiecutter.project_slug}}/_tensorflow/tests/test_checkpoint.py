@@ -10,7 +10,7 @@ import pytest
 from conftest import kill_mid_save
 
 from {{ cookiecutter.package_name }} import checkpoint, storage
-from {{ cookiecutter.package_name }}.callbacks import BestCheckpoint
+from {{ cookiecutter.package_name }}.checkpoint import BestCheckpoint
 
 
 def small_model(seed: int) -> keras.Model:

@@ -1,4 +1,4 @@
-"""K-fold cross-validation: `python -m PACKAGE.crossval [folds=5] [train overrides]`.
+"""K-fold cross-validation: `python -m PACKAGE.crossval [data.folds=5] [train overrides]`.
 
 Every fold is a full training run (early stopping, checkpoints, resume) in `fold_<i>/` of the run
 directory, scored on the part of train+val it did not see. The test split is never touched.
@@ -8,24 +8,19 @@ from __future__ import annotations
 
 import logging
 import statistics
-from pathlib import Path
+from typing import Any
 
-import hydra
-from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from . import outputs, runtime
+from . import jobs, outputs
 from .data import kfold_splits
-from .schema import register
-from .train import fit_and_test, quiet_non_zero_ranks
+from .fit import fit_and_test
 
 log = logging.getLogger(__name__)
 
 
-def crossval(cfg: DictConfig) -> dict[str, float]:
-    rt = runtime.start(cfg.trainer.device)
-    try:
-        run_dir = Path(runtime.broadcast(HydraConfig.get().runtime.output_dir, rt))
+def crossval(cfg: DictConfig) -> dict[str, Any]:
+    with jobs.job(cfg.trainer.device) as (rt, run_dir):
         folds = kfold_splits(
             cfg.data.source,
             cfg.data.folds,
@@ -36,13 +31,12 @@ def crossval(cfg: DictConfig) -> dict[str, float]:
         scores = []
         for index, splits in enumerate(folds):
             log.info("fold %d/%d", index + 1, len(folds))
-            fold = fit_and_test(cfg, rt, splits, run_dir / f"fold_{index}")
-            scores.append({"accuracy": fold.get("test/accuracy"), "loss": fold.get("test/loss")})
-    finally:
-        runtime.stop(rt)
+            # Each fold is scored on its held-out part, whatever `test` says.
+            fold = fit_and_test(cfg, rt, splits, run_dir / f"fold_{index}", test=True)
+            scores.append({"accuracy": fold["test/accuracy"], "loss": fold["test/loss"]})
     if not rt.is_main:  # only rank 0 scores the held-out folds
         return {}
-    summary: dict = {"folds": len(scores), "per_fold": scores}
+    summary: dict[str, Any] = {"folds": len(scores), "per_fold": scores}
     for key in ("accuracy", "loss"):
         values = [fold[key] for fold in scores]
         summary[f"cv/{key}_mean"] = statistics.fmean(values)
@@ -55,13 +49,13 @@ def crossval(cfg: DictConfig) -> dict[str, float]:
     return summary
 
 
-@hydra.main(version_base="1.3", config_path="../../configs", config_name="crossval")
 def main(cfg: DictConfig) -> float | None:
     summary = crossval(cfg)
+    if not cfg.optimized_metric:
+        return None
+    # val/accuracy -> cv/accuracy_mean: each fold's held-out score stands in for val and test.
     return summary.get(f"cv/{cfg.optimized_metric.split('/')[-1]}_mean")
 
 
 if __name__ == "__main__":
-    register()
-    quiet_non_zero_ranks()
-    main()
+    jobs.run("crossval", main)

@@ -9,14 +9,13 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from . import checkpoint, outputs, storage
+from . import checkpoint, jobs, outputs, storage
 from .data import load_splits
-from .loop import evaluate_split, load_trained
-from .schema import SplitName, register
+from .schema import SplitName
+from .scoring import evaluate_split, load_trained
 
 log = logging.getLogger(__name__)
 
@@ -41,11 +40,9 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     return metrics
 
 
-@hydra.main(version_base="1.3", config_path="../../configs", config_name="evaluate")
 def main(cfg: DictConfig) -> None:
     evaluate(cfg)
 
 
 if __name__ == "__main__":
-    register()
-    main()
+    jobs.run("evaluate", main)

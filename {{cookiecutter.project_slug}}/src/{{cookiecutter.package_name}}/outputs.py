@@ -1,11 +1,11 @@
-"""What a run leaves in its directory besides checkpoints: the resolved config, metrics.json and
-the closing summary."""
+"""What a run leaves in its directory besides checkpoints (the resolved config, metrics.json), and
+the lines both training loops print: each epoch, a resume, an early stop, the closing summary."""
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,16 +20,7 @@ def write_resolved_config(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     """Save the config with every interpolation resolved; return it as a plain dict."""
     resolved = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     atomic_write(run_dir / "config.yaml", lambda tmp: tmp.write_text(OmegaConf.to_yaml(resolved)))
-    return resolved
-
-
-def as_metrics(totals: Sequence[float], prefix: str) -> dict[str, float]:
-    """`<prefix>/loss` and `<prefix>/accuracy` from summed (loss, correct, count) over a split."""
-    loss_sum, correct, count = totals
-    return {
-        f"{prefix}/loss": loss_sum / max(count, 1),
-        f"{prefix}/accuracy": correct / max(count, 1),
-    }
+    return {str(key): value for key, value in resolved.items()}  # type: ignore[union-attr]
 
 
 def write_metrics(metrics: dict[str, Any], run_dir: Path, name: str = "metrics.json") -> Path:
@@ -37,6 +28,27 @@ def write_metrics(metrics: dict[str, Any], run_dir: Path, name: str = "metrics.j
     text = json.dumps(metrics, indent=2, sort_keys=True) + "\n"
     atomic_write(path, lambda tmp: tmp.write_text(text))
     return path
+
+
+def show_progress_bar(setting: bool | None, is_main: bool) -> bool:
+    """`trainer.progress_bar`: null shows a bar only on a terminal; only the main process shows."""
+    on = sys.stderr.isatty() if setting is None else setting
+    return on and is_main
+
+
+def log_epoch(
+    epoch: int, max_epochs: int, metrics: dict[str, Any], lr: float, seconds: float
+) -> None:
+    shown = "  ".join(f"{key} {value:.4f}" for key, value in metrics.items() if _is_float(value))
+    log.info("epoch %d/%d  %s  lr %.2e  (%.1fs)", epoch, max_epochs, shown, lr, seconds)
+
+
+def log_resumed(path: Path, epoch: int, batch: int, step: int) -> None:
+    log.info("resumed from %s: epoch %d, batch %d, step %d", path, epoch, batch, step)
+
+
+def log_early_stop(metric: str, patience: int) -> None:
+    log.info("early stopping: %s has not improved for %d epochs", metric, patience)
 
 
 def log_summary(title: str, metrics: dict[str, Any], paths: dict[str, Path | str]) -> None:
@@ -48,5 +60,9 @@ def log_summary(title: str, metrics: dict[str, Any], paths: dict[str, Path | str
     log.info("\n".join(lines))
 
 
+def _is_float(value: Any) -> bool:
+    return isinstance(value, float)
+
+
 def _fmt(value: Any) -> str:
-    return f"{value:.4f}" if isinstance(value, float) else str(value)
+    return f"{value:.4f}" if _is_float(value) else str(value)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import signal
 from types import FrameType
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ class GracefulStop:
 
     def __init__(self) -> None:
         self.signum: int | None = None
-        self._previous: dict[int, object] = {}
+        self._previous: dict[int, Any] = {}  # the handlers before ours
 
     @property
     def requested(self) -> bool:

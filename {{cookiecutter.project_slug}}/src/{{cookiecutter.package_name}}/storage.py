@@ -16,10 +16,27 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 
-def atomic_write(path: Path, write: Callable[[Path], None], suffix: str = ".tmp") -> None:
+def _umask() -> int:
+    """This process's umask, read without changing it (the checkpoint thread writes files too)."""
+    try:
+        status = Path("/proc/self/status").read_text()
+        return int(next(line for line in status.splitlines() if line.startswith("Umask:"))[6:], 8)
+    except (OSError, StopIteration, ValueError):  # not Linux: set and restore, once, at import
+        mask = os.umask(0o022)
+        os.umask(mask)
+        return mask
+
+
+# mkstemp makes its file 0600; a result file gets what any new file gets here (0644 usually),
+# so a teammate, or another user of a shared volume, can read it.
+FILE_MODE = 0o666 & ~_umask()
+
+
+def atomic_write(path: Path, write: Callable[[Path], object], suffix: str = ".tmp") -> None:
     """Call `write(tmp_path)`, fsync it, then rename it to `path` (atomic on POSIX)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+    os.fchmod(fd, FILE_MODE)
     os.close(fd)
     tmp = Path(tmp_name)
     try:

@@ -2,21 +2,33 @@
 
 Each entry of the `logger` config group is a `_target_` factory (see configs/logger/) called with
 the run directory and the resolved config; it returns an object with `log(metrics, step)`,
-`summary(metrics)` and `finish(exit_code)`. Only the main process tracks.
+`summary(metrics)`, `finish(exit_code)` and `where()`. Only the main process tracks.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
+
+
+def as_metrics(totals: Sequence[float], prefix: str) -> dict[str, float]:
+    """`<prefix>/loss` and `<prefix>/accuracy` from summed (loss, correct, count) over a split."""
+    loss_sum, correct, count = totals
+    return {
+        f"{prefix}/loss": loss_sum / max(count, 1),
+        f"{prefix}/accuracy": correct / max(count, 1),
+    }
 
 
 class ExternalTracker(Protocol):
     def log(self, metrics: dict[str, float], step: int) -> None: ...
     def summary(self, metrics: dict[str, Any]) -> None: ...
     def finish(self, exit_code: int) -> None: ...
+    def where(self) -> dict[str, str]:
+        """Name -> where this tracker keeps the run (a URL, a folder), for the run's summary."""
+        ...
 
 
 class Tracker:
@@ -30,6 +42,7 @@ class Tracker:
     def log(self, metrics: dict[str, float], step: int) -> None:
         if not self.enabled:
             return
+        assert self._jsonl is not None, "log() after close()"
         self._jsonl.write(json.dumps({"step": step, **metrics}) + "\n")
         self._jsonl.flush()
         for tracker in self.trackers:
@@ -39,6 +52,13 @@ class Tracker:
         """Final figures of the run."""
         for tracker in self.trackers:
             tracker.summary(metrics)
+
+    def where(self) -> dict[str, str]:
+        """Where every tracker keeps the run, for the run's summary."""
+        found: dict[str, str] = {}
+        for tracker in self.trackers:
+            found |= tracker.where()
+        return found
 
     def close(self, exit_code: int = 0) -> None:
         if self._jsonl is not None:

@@ -11,7 +11,7 @@ import logging
 import netrc
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlparse
 
 log = logging.getLogger(__name__)
@@ -32,12 +32,18 @@ class WandbTracker:
     def finish(self, exit_code: int) -> None:
         self.run.finish(exit_code=exit_code)
 
+    def where(self) -> dict[str, str]:
+        """Where the run's record is: its page online, or the command that uploads it."""
+        if self.run.settings.mode == "offline":
+            return {"wandb": f"offline; upload with: wandb sync {self.run.dir.rsplit('/', 1)[0]}"}
+        return {"wandb": self.run.url} if self.run.url else {}
+
 
 def api_key_present() -> bool:
     """True when wandb can log in without prompting: an env key or a netrc entry for its host."""
     if os.environ.get("WANDB_API_KEY"):
         return True
-    host = urlparse(os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")).hostname
+    host = urlparse(os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")).hostname or ""
     try:
         return netrc.netrc().authenticators(host) is not None
     except (FileNotFoundError, netrc.NetrcParseError):
@@ -49,8 +55,8 @@ def resolve_mode(requested: str) -> str:
         raise ValueError(f"logger.wandb.mode={requested!r} is not one of {MODES}")
     if requested == "online" and not api_key_present():
         log.warning(
-            "wandb: no API key (set WANDB_API_KEY or run `wandb login`); logging offline. "
-            "Upload later with `wandb sync <run dir>/wandb/offline-run-*`."
+            "wandb: no API key (set WANDB_API_KEY or run `wandb login`); logging offline "
+            "(the run's summary says how to upload it)"
         )
         return "offline"
     return requested
@@ -59,28 +65,30 @@ def resolve_mode(requested: str) -> str:
 def start(
     run_dir: Path,
     config: dict[str, Any],
-    mode: str = "online",
+    mode: Literal["online", "offline", "disabled"] = "online",
     init_timeout: float = 60,
+    silent: bool = True,
     **init: Any,
 ) -> WandbTracker:
     """Start a wandb run in `run_dir`; `init` holds the other wandb.init arguments."""
     import wandb
 
-    mode = resolve_mode(mode)
+    chosen = resolve_mode(mode)
     # Re-running the same run directory (a resume) continues the same wandb run.
     init.setdefault("id", hashlib.sha1(str(run_dir.resolve()).encode()).hexdigest()[:16])
-    settings = wandb.Settings(init_timeout=init_timeout)
+    settings = wandb.Settings(init_timeout=init_timeout, silent=silent)
 
     def begin(chosen_mode: str) -> Any:
         return wandb.init(
-            dir=str(run_dir), config=config, mode=chosen_mode, resume="allow", settings=settings,
+            dir=str(run_dir), config=config, mode=chosen_mode,  # type: ignore[arg-type]
+            resume="allow", settings=settings,
             **init,
         )  # fmt: skip
 
     try:
-        return WandbTracker(begin(mode))
+        return WandbTracker(begin(chosen))
     except Exception as err:  # wandb raises several error types for a server it cannot reach
-        if mode != "online":
+        if chosen != "online":
             raise
         log.warning("wandb: cannot reach the server (%s); logging offline instead", err)
         wandb.teardown()  # release the half-started online run and its id

@@ -14,12 +14,13 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from .schema import Device
+from .schema import Device, Precision
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,21 @@ def pick_device(choice: str | Device) -> str:
     return "cpu"
 
 
+def dtype_policy(choice: str | Precision, device: str) -> str:
+    """The Keras dtype policy for `trainer.precision`."""
+    precision = Precision(choice).value
+    if precision == "mixed":
+        precision = "bf16" if device == "cpu" or _gpus_have_bf16() else "fp16"
+    return {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}[precision]
+
+
+def _gpus_have_bf16() -> bool:
+    """bfloat16 tensor cores: NVIDIA compute capability 8.0 (Ampere) and later."""
+    gpus = tf.config.list_physical_devices("GPU")
+    details = [tf.config.experimental.get_device_details(gpu) for gpu in gpus]
+    return all(detail.get("compute_capability", (0, 0)) >= (8, 0) for detail in details)
+
+
 def _tf_config() -> dict:
     return json.loads(os.environ.get("TF_CONFIG") or "{}")
 
@@ -102,28 +118,52 @@ def _local_devices(device: str, replicas: int) -> list[str]:
     return found[: replicas or len(found)]
 
 
-def start(device_name: str) -> Runtime:
+def start(device: str) -> Runtime:
     """Pick the strategy: multi-worker from TF_CONFIG, several local devices, or the default."""
     # TensorFlow logs every collective it sets up at INFO; our own lines say what matters.
     logging.getLogger("tensorflow").setLevel(logging.WARNING)
-    device = pick_device(device_name)
+    chosen = pick_device(device)
     workers = _workers(_tf_config())
     if workers > 1:
         strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        _work_around_keras_multi_worker()
         rank = process_rank()
-        runtime = Runtime(strategy, device, rank, workers)
+        runtime = Runtime(strategy, chosen, rank, workers)
         log.info(
             "MultiWorkerMirroredStrategy: worker %d of %d, %d replicas on %s",
-            rank, runtime.world_size, runtime.replicas, device,
+            rank, runtime.world_size, runtime.replicas, chosen,
         )  # fmt: skip
         return runtime
-    devices = _local_devices(device, int(os.environ.get(REPLICAS_ENV, "0")))
+    devices = _local_devices(chosen, int(os.environ.get(REPLICAS_ENV, "0")))
     if len(devices) > 1:
         strategy = tf.distribute.MirroredStrategy(devices)
         log.info("MirroredStrategy over %d devices: %s", len(devices), ", ".join(devices))
     else:
         strategy = tf.distribute.get_strategy()  # the default: one device, no copies
-    return Runtime(strategy, device)
+    return Runtime(strategy, chosen)
+
+
+def _work_around_keras_multi_worker() -> None:
+    """Keras 3's fit fails under MultiWorkerMirroredStrategy (tensorflow/tensorflow#72388): it
+    averages each step's scalar logs along an axis they lack. Average the scalars as they are.
+    (It also reduces a distributed batch to build the model: place_model sees to that.)"""
+    from keras.src.backend.tensorflow import trainer
+
+    original = trainer.reduce_per_replica
+
+    def reduce_per_replica(values: Any, strategy: Any, reduction: str) -> Any:
+        if reduction in ("auto", "mean") and trainer._collective_all_reduce_multi_worker(strategy):
+            return tf.nest.map_structure(lambda v: strategy.reduce("MEAN", v, axis=None), values)
+        return original(values, strategy, reduction)
+
+    trainer.reduce_per_replica = reduce_per_replica
+
+
+def place_model(model: keras.Model, runtime: Runtime) -> None:
+    """In a multi-worker job, have `fit` build the model on first use under the strategy's scope,
+    rather than from one distributed batch reduced on its own strategy (tensorflow#72388)."""
+    if runtime.distributed:
+        model._distribute_strategy = None
 
 
 def stop(runtime: Runtime) -> None:

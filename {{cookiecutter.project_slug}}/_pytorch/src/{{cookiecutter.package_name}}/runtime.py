@@ -1,17 +1,22 @@
-"""Where and how this process runs: device, seeds, determinism and torchrun's process group."""
+"""Where and how this process runs: device, precision, seeds, determinism and torchrun's
+process group."""
 
 from __future__ import annotations
 
 import logging
 import os
 import random
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 
-from .schema import Device
+from .schema import Device, Precision
 
 log = logging.getLogger(__name__)
 
@@ -52,22 +57,50 @@ def pick_device(choice: str | Device, local_rank: int = 0) -> torch.device:
     return torch.device(name)
 
 
+def autocast_dtype(choice: str | Precision, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype for `trainer.precision`; None means full fp32."""
+    precision = Precision(choice).value
+    if precision == "mixed":
+        if device.type == "cuda":
+            precision = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+        else:
+            precision = "fp16" if device.type == "mps" else "bf16"
+    return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+
+
+def autocast(device: torch.device, dtype: torch.dtype | None) -> AbstractContextManager:
+    """Autocast to `dtype`; with None, nothing (cheaper than a disabled autocast every step)."""
+    return nullcontext() if dtype is None else torch.autocast(device.type, dtype=dtype)
+
+
+def wrap(model: nn.Module, runtime: Runtime, compile_model: bool) -> nn.Module:
+    """What training steps run through: `model` under DDP in a job of several processes, and
+    compiled when asked. State dicts still come from the plain `model`."""
+    net = model
+    if runtime.distributed:
+        device_ids = [runtime.device.index] if runtime.device.type == "cuda" else None
+        net = DistributedDataParallel(net, device_ids=device_ids)
+    if compile_model:
+        net = torch.compile(net)  # type: ignore[assignment]
+    return net
+
+
 def process_rank() -> int:
     """This process's rank as torchrun set it (0 when run on its own), before any setup."""
     return int(os.environ.get("RANK", "0"))
 
 
-def start(device_name: str) -> Runtime:
+def start(device: str) -> Runtime:
     """Join torchrun's process group when launched by torchrun; otherwise run as one process."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    device = pick_device(device_name, local_rank)
+    chosen = pick_device(device, local_rank)
     if world_size == 1:
-        return Runtime(device)
-    backend = "nccl" if device.type == "cuda" else "gloo"
+        return Runtime(chosen)
+    backend = "nccl" if chosen.type == "cuda" else "gloo"
     dist.init_process_group(backend=backend)
-    runtime = Runtime(device, rank=dist.get_rank(), world_size=dist.get_world_size())
-    log.info("DDP: rank %d of %d on %s (%s)", runtime.rank, world_size, device, backend)
+    runtime = Runtime(chosen, rank=dist.get_rank(), world_size=dist.get_world_size())
+    log.info("DDP: rank %d of %d on %s (%s)", runtime.rank, world_size, chosen, backend)
     return runtime
 
 
@@ -110,13 +143,12 @@ def set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def broadcast(value: object, runtime: Runtime) -> object:
-    """Rank 0's value on every rank (for example the run directory)."""
-    if not runtime.distributed:
-        return value
-    box = [value]
-    dist.broadcast_object_list(box, src=0)
-    return box[0]
+def broadcast(path: str | Path | None, runtime: Runtime) -> Path | None:
+    """Rank 0's path (or None) on every rank: the run directory, the checkpoint to resume."""
+    box = [None if path is None else str(path)]
+    if runtime.distributed:
+        dist.broadcast_object_list(box, src=0)
+    return None if box[0] is None else Path(box[0])
 
 
 def any_rank(flag: bool, runtime: Runtime) -> bool:

@@ -91,4 +91,7 @@ def make_loader(
 
 
 def epoch_sampler(loader: DataLoader) -> EpochSampler:
-    return loader.sampler.sampler
+    """The EpochSampler inside a loader from make_loader (under its BatchSampler)."""
+    sampler = loader.sampler.sampler  # type: ignore[attr-defined]
+    assert isinstance(sampler, EpochSampler)
+    return sampler

@@ -22,6 +22,7 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 # NVIDIA's bases come from a registry; the tests build on this, made from Debian with debootstrap.
 STAND_IN = "local/debian-py:bookworm"
@@ -33,7 +34,7 @@ HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 CPU_TORCH_INDEX_HOST = "download.pytorch.org"
 
 
-def run(*command: str, timeout: int = 600, **kwargs: object) -> subprocess.CompletedProcess[str]:
+def run(*command: str, timeout: int = 600, **kwargs: Any) -> subprocess.CompletedProcess[str]:
     """Run a command, capture its output as text, never raise on a failure."""
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, **kwargs)
 
@@ -198,6 +199,13 @@ def saved_layers(folder: Path) -> list[Path]:
     return [folder / layer for layer in manifest["Layers"]]
 
 
+def _read(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
+    """The bytes of a regular file in `tar`."""
+    handle = tar.extractfile(member)
+    assert handle is not None, member.name
+    return handle.read()
+
+
 def layer_contents(layer: Path) -> dict[str, tuple]:
     """path -> (type, mode, uid, gid, link, size, sha256) of every entry; mtimes left out."""
     entries = {}
@@ -205,7 +213,7 @@ def layer_contents(layer: Path) -> dict[str, tuple]:
         for member in tar:
             digest = ""
             if member.isfile():
-                digest = hashlib.sha256(tar.extractfile(member).read()).hexdigest()
+                digest = hashlib.sha256(_read(tar, member)).hexdigest()
             entries[member.name] = (
                 member.type, member.mode, member.uid, member.gid,
                 member.linkname, member.size, digest,
@@ -220,7 +228,7 @@ def files_holding(folder: Path, needles: list[bytes]) -> list[str]:
         if tarfile.is_tarfile(path):
             with tarfile.open(path) as tar:
                 for member in tar:
-                    data = tar.extractfile(member).read() if member.isfile() else b""
+                    data = _read(tar, member) if member.isfile() else b""
                     found += [f"{path.name}:{member.name}" for n in needles if n in data]
         else:
             data = path.read_bytes()

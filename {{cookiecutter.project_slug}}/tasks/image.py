@@ -1,8 +1,6 @@
-"""Project tasks: `invoke --list`, `invoke <task> --help`.
+"""The training image: build, push, run and open it, and lock what goes into it.
 
-Hydra overrides go after `--`: `invoke train -- model=cnn trainer.max_epochs=5`.
-Tasks import only the standard library, so `invoke --list` stays instant; the heavy imports
-happen in the processes they start.
+The Dockerfile and requirements/ hold the rest; see the README's Images section.
 """
 
 from __future__ import annotations
@@ -12,9 +10,6 @@ import json
 import os
 import shlex
 import shutil
-{%- if cookiecutter.framework == "pytorch" %}
-import socket
-{%- endif %}
 import sys
 import tomllib
 from pathlib import Path
@@ -22,133 +17,18 @@ from urllib.parse import urlsplit, urlunsplit
 
 from invoke import Context, Exit, task
 
-PACKAGE = "{{ cookiecutter.package_name }}"
-PYTHON = shlex.quote(sys.executable)
-{%- if cookiecutter.framework == "pytorch" %}
-CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
-{%- endif %}
-# The images: `invoke build`, `push`, `run`, `shell`; Dockerfile and requirements/ hold the rest.
-IMAGE = "{{ cookiecutter.project_slug }}"
+from . import framework
+from .args import overrides
+from .project import IMAGE, PYTHON_VERSION
+
+ROOT = Path(__file__).resolve().parents[1]  # the project
 DOCKER = os.environ.get("DOCKER", "docker")  # another client: DOCKER=podman, or a path
 FLAVOURS = ("gpu", "cpu")  # each has its lock, requirements/<flavour>.txt
 IMAGE_UID = 1000  # the image's user (Dockerfile)
 CONTAINER_OUTPUTS = "/workspace/outputs"  # PROJECT_ROOT=/workspace in the image
 # The image is Linux x86_64 with the project's Python; the locks are made for that.
-LOCK_PYTHON = "{{ cookiecutter.python_version }}"
+LOCK_PYTHON = PYTHON_VERSION
 LOCK_PLATFORM = "x86_64-manylinux_2_28"
-
-
-def _overrides(c: Context) -> str:
-    """Hydra overrides given after `--`."""
-    return c.remainder.strip()
-
-
-def _module(module: str, c: Context, extra: str = "") -> str:
-    return f"{PYTHON} -m {PACKAGE}.{module} {extra} {_overrides(c)}".strip()
-
-
-{% if cookiecutter.framework == "tensorflow" -%}
-@task(help={"cpu": "install the CPU build of TensorFlow (default: only when no NVIDIA GPU)"})
-def setup(c: Context, cpu: bool | None = None) -> None:
-    """Install the project and its dev tools into this Python environment."""
-    if cpu is None:
-        cpu = shutil.which("nvidia-smi") is None
-    extras = "dev" if cpu else "gpu,tools"  # dev is the CPU build and the tools
-    c.run(f"{PYTHON} -m pip install -e '.[{extras}]'", pty=False)
-
-
-@task(
-    help={
-        "gpus": "GPUs for MirroredStrategy in this one process (without a GPU: logical CPU "
-        "devices); 1 trains on one device",
-    }
-)
-def train(c: Context, gpus: int = 1) -> None:
-    """Train locally: invoke train [--gpus N] [-- hydra overrides]."""
-    if gpus < 1:
-        raise Exit(f"--gpus must be at least 1, got {gpus}", code=2)
-    env = {"NUM_REPLICAS": str(gpus)} if gpus > 1 else {}
-    c.run(_module("train", c), env=env, pty=sys.stdout.isatty())
-{%- else -%}
-@task(help={"cpu": "install the CPU build of PyTorch (default: only when no NVIDIA GPU)"})
-def setup(c: Context, cpu: bool | None = None) -> None:
-    """Install the project and its dev tools into this Python environment."""
-    if cpu is None:
-        cpu = shutil.which("nvidia-smi") is None
-    index = f"--extra-index-url {CPU_TORCH_INDEX}" if cpu and _resolves(CPU_TORCH_INDEX) else ""
-    c.run(f"{PYTHON} -m pip install {index} -e '.[dev]'", pty=False)
-
-
-def _resolves(url: str) -> bool:
-    """Whether `url`'s host has an address: pip retries an index that has none for minutes."""
-    try:
-        socket.getaddrinfo(urlsplit(url).hostname, 443)
-    except OSError:
-        print(f"note: {url} does not resolve; pip uses the indexes it is configured with")
-        return False
-    return True
-
-
-@task(
-    help={
-        "gpus": "GPUs (or CPU processes) for DDP through torchrun; 1 runs a single process",
-    }
-)
-def train(c: Context, gpus: int = 1) -> None:
-    """Train locally: invoke train [--gpus N] [-- hydra overrides]."""
-    if gpus < 1:
-        raise Exit(f"--gpus must be at least 1, got {gpus}", code=2)
-    if gpus == 1:
-        c.run(_module("train", c), pty=sys.stdout.isatty())
-        return
-    c.run(
-        f"{PYTHON} -m torch.distributed.run --standalone --nproc-per-node={gpus} "
-        f"-m {PACKAGE}.train {_overrides(c)}",
-        pty=sys.stdout.isatty(),
-    )
-{%- endif %}
-
-
-@task(help={"ckpt": "a checkpoint file or a run directory (uses its best checkpoint)"})
-def evaluate(c: Context, ckpt: str) -> None:
-    """Score a checkpoint on the held-out split: invoke evaluate --ckpt RUN_DIR."""
-    c.run(_module("evaluate", c, f"ckpt_path={shlex.quote(ckpt)}"), pty=sys.stdout.isatty())
-
-
-@task(help={"folds": "number of folds"})
-def crossval(c: Context, folds: int = 5) -> None:
-    """K-fold cross-validation over train+val: invoke crossval --folds 5."""
-    c.run(_module("crossval", c, f"data.folds={folds}"), pty=sys.stdout.isatty())
-
-
-@task(help={"search": "a config in configs/hparams_search/ (Optuna); omit for a grid"})
-def sweep(c: Context, search: str = "") -> None:
-    """Hyperparameter sweep: invoke sweep -- optimizer.lr=1e-3,3e-3 (grid), or --search NAME."""
-    chosen = f"hparams_search={search}" if search else "--multirun"
-    c.run(_module("train", c, chosen), pty=sys.stdout.isatty())
-
-
-@task
-def test(c: Context) -> None:
-    """Run the test suite on the CPU."""
-    c.run(f"{PYTHON} -m pytest {_overrides(c)}", pty=sys.stdout.isatty())
-
-
-@task
-def lint(c: Context) -> None:
-    """Check style and common bugs with ruff."""
-    c.run(f"{PYTHON} -m ruff check .")
-    c.run(f"{PYTHON} -m ruff format --check .")
-
-
-@task(name="format")
-def format_(c: Context) -> None:
-    """Rewrite the code in ruff's style and apply safe fixes."""
-    c.run(f"{PYTHON} -m ruff check --fix .")
-    c.run(f"{PYTHON} -m ruff format .")
-
-
-# --- images ---
 
 
 def _docker_engine(c: Context) -> None:
@@ -204,12 +84,7 @@ def _docker_run(c: Context, command: list[str], what: str, **kwargs: object) -> 
         "cpu": "build the CPU image (requirements/cpu.txt) instead of the GPU image",
         "base_image": "the image to build on (default: the Dockerfile's digest-pinned CUDA base)",
         "python": "the base's Python, e.g. python3.11 (default: the Dockerfile's)",
-{%- if cookiecutter.framework == "pytorch" %}
-        "find_links": "a URL of wheels pip reads as well (a mirror, a wheelhouse); for the CPU "
-        "image it replaces PyTorch's CPU index",
-{%- else %}
-        "find_links": "a URL of wheels pip reads as well (a mirror, a wheelhouse)",
-{%- endif %}
+        "find_links": framework.FIND_LINKS_BUILD_HELP,
         "no_cache": "rebuild every layer",
     }
 )
@@ -224,7 +99,7 @@ def build(
     """Build the training image, tagged with the git revision: invoke build [--cpu]."""
     _docker_engine(c)
     flavour = _flavour(cpu)
-    meta = tomllib.loads(Path("pyproject.toml").read_text(encoding="utf-8"))["project"]
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     args = {
         "LOCK": f"requirements/{flavour}.txt",
         "REVISION": _git(c, "rev-parse HEAD"),
@@ -233,10 +108,7 @@ def build(
         "BASE_IMAGE": base_image,
         "PYTHON": python,
         "FIND_LINKS": find_links,
-{%- if cookiecutter.framework == "pytorch" %}
-        # PyPI's Linux torch is the CUDA build: the CPU lock's torch comes from PyTorch's index.
-        "EXTRA_INDEX_URL": CPU_TORCH_INDEX if cpu and not find_links else "",
-{%- endif %}
+        **framework.image_build_args(cpu, find_links),
     }
     tags = [_tag(c, flavour), f"{IMAGE}:{flavour}"]
     command = [DOCKER, "build", *(f"--build-arg={k}={v}" for k, v in args.items() if v)]
@@ -297,7 +169,7 @@ def run(c: Context, cpu: bool = False, image: str = "", outputs: str = "outputs"
     """Train inside the image on this machine: invoke run [--cpu] [-- hydra overrides]."""
     _docker_engine(c)
     command = [DOCKER, "run", *_container_args(c, cpu, image, outputs)]
-    command += shlex.split(_overrides(c))
+    command += shlex.split(overrides(c))
     _docker_run(c, command, "docker run", pty=sys.stdout.isatty())
 
 
@@ -326,12 +198,7 @@ def _uv() -> list[str]:
 
 @task(
     help={
-{%- if cookiecutter.framework == "pytorch" %}
-        "find_links": "a folder or URL of wheels for the CPU lock, read instead of PyTorch's CPU "
-        "index (offline, or behind a mirror)",
-{%- else %}
-        "find_links": "a folder or URL of wheels uv reads as well (a mirror, a wheelhouse)",
-{%- endif %}
+        "find_links": framework.FIND_LINKS_LOCK_HELP,
         "upgrade": "move every package to its newest version, not only what changed",
     }
 )
@@ -343,24 +210,9 @@ def lock(c: Context, find_links: str = "", upgrade: bool = False) -> None:
         *("--python-version", LOCK_PYTHON, "--python-platform", LOCK_PLATFORM),
         *("--custom-compile-command", "invoke lock"),
         *(["--upgrade"] if upgrade else []),
-{%- if cookiecutter.framework == "tensorflow" %}
-        *(["--find-links", find_links] if find_links else []),
-{%- endif %}
         *("pyproject.toml", "requirements/image.in"),
     ]
-    flavours = {
-{%- if cookiecutter.framework == "pytorch" %}
-        "gpu": ["--constraint", "requirements/cuda.txt"],
-        # PyPI's Linux torch is the CUDA build. The CPU build (torch==X+cpu) comes from PyTorch's
-        # index or from --find-links, and wins over PyPI's only with the best-match strategy.
-        "cpu": ["--index-strategy", "unsafe-best-match"]
-        + (["--find-links", find_links] if find_links else ["--extra-index-url", CPU_TORCH_INDEX]),
-{%- else %}
-        "gpu": ["--extra", "gpu", "--constraint", "requirements/cuda.txt"],
-        "cpu": ["--extra", "cpu"],
-{%- endif %}
-    }
     for flavour in FLAVOURS:
         output = ["--output-file", f"requirements/{flavour}.txt"]
-        c.run(shlex.join([*common, *flavours[flavour], *output]))
+        c.run(shlex.join([*common, *framework.lock_args(flavour, find_links), *output]))
         print(f"locked requirements/{flavour}.txt")

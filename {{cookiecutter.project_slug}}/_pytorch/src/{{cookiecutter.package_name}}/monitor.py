@@ -5,8 +5,6 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-MODES = ("min", "max")
-
 
 @dataclass
 class MetricMonitor:
@@ -20,8 +18,7 @@ class MetricMonitor:
     stale_evals: int = 0
 
     def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise ValueError(f"mode={self.mode!r} for {self.metric!r} is not one of {MODES}")
+        self.mode = str(self.mode)  # a plain string in checkpoints, not the config's enum
 
     def update(self, metrics: dict[str, float], epoch: int) -> bool:
         """Record this evaluation; True when it is the new best."""

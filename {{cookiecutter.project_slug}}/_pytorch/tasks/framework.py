@@ -1,0 +1,64 @@
+"""What the tasks do differently for PyTorch: its install, its launch on several devices, and the
+package index its CPU image and lock need."""
+
+from __future__ import annotations
+
+import os
+import socket
+from urllib.parse import urlsplit
+
+NAME = "PyTorch"
+IMPORT = "torch"  # the module `invoke --list` must never import
+# torch==X from PyPI is the CUDA build on Linux (several GB); this index has the CPU build.
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+GPUS_HELP = "GPUs (or CPU processes) for DDP through torchrun; 1 runs a single process"
+FIND_LINKS_BUILD_HELP = (
+    "a URL of wheels pip reads as well (a mirror, a wheelhouse); for the CPU image it replaces "
+    "PyTorch's CPU index"
+)
+FIND_LINKS_LOCK_HELP = (
+    "a folder or URL of wheels for the CPU lock, read instead of PyTorch's CPU index (offline, "
+    "or behind a mirror)"
+)
+
+
+def setup_command(python: str, cpu: bool) -> str:
+    """The pip command of `invoke setup`: the CPU build from PyTorch's index, or PyPI's CUDA."""
+    index = f"--extra-index-url {CPU_INDEX} " if cpu and _resolves(CPU_INDEX) else ""
+    return f"{python} -m pip install {index}-e '.[dev]'"
+
+
+def _resolves(url: str) -> bool:
+    """Whether `url`'s host has an address: pip retries an index that has none for minutes."""
+    try:
+        socket.getaddrinfo(urlsplit(url).hostname, 443)
+    except OSError:
+        print(f"note: {url} does not resolve; pip uses the indexes it is configured with")
+        return False
+    return True
+
+
+def train_command(python: str, package: str, gpus: int, overrides: str) -> tuple[str, dict]:
+    """The training command for `gpus` devices, and its environment: torchrun runs DDP."""
+    if gpus == 1:
+        return f"{python} -m {package}.train {overrides}".strip(), {}
+    launch = f"{python} -m torch.distributed.run --standalone --nproc-per-node={gpus}"
+    # torchrun gives each process one CPU thread unless told otherwise (and says so at length).
+    threads = os.environ.get("OMP_NUM_THREADS") or str(max(1, (os.cpu_count() or 1) // gpus))
+    return f"{launch} -m {package}.train {overrides}".strip(), {"OMP_NUM_THREADS": threads}
+
+
+def image_build_args(cpu: bool, find_links: str) -> dict[str, str]:
+    """Build arguments of the image: PyPI's Linux torch is the CUDA build, so the CPU lock's
+    torch comes from PyTorch's index (or from --find-links)."""
+    return {"EXTRA_INDEX_URL": CPU_INDEX if cpu and not find_links else ""}
+
+
+def lock_args(flavour: str, find_links: str) -> list[str]:
+    """uv arguments that lock `flavour` (gpu or cpu)."""
+    if flavour == "gpu":
+        return ["--constraint", "requirements/cuda.txt"]
+    # The CPU build (torch==X+cpu) comes from PyTorch's index or from --find-links, and wins
+    # over PyPI's only with the best-match strategy.
+    source = ["--find-links", find_links] if find_links else ["--extra-index-url", CPU_INDEX]
+    return ["--index-strategy", "unsafe-best-match", *source]

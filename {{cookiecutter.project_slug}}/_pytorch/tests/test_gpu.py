@@ -1,0 +1,62 @@
+"""What only means something on CUDA GPUs: mixed precision with the gradient scaler,
+torch.compile, DDP over NCCL. Skipped, with the reason, where the GPUs are missing."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import (
+    PACKAGE,
+    PROJECT_ROOT,
+    RESUMABLE,
+    interrupt,
+    project_env,
+    read_metrics,
+    train,
+)
+
+from {{ cookiecutter.package_name }} import checkpoint
+
+CUDA = ["trainer.device=cuda", "logger=jsonl"]
+
+
+@pytest.mark.gpu
+def test_the_gpu_trainer_config_trains_compiled_in_mixed_precision(tmp_path: Path) -> None:
+    result = train(tmp_path, "trainer=gpu", "debug=fast", "logger=jsonl")
+    assert "on cuda:0" in result.stdout
+    assert read_metrics(tmp_path)["epochs"] == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_half_precision_stops_and_resumes_to_the_same_metrics(
+    tmp_path: Path, precision: str
+) -> None:
+    """fp16 goes through the gradient scaler, whose state the checkpoint carries."""
+    run = [*CUDA, f"trainer.precision={precision}"]
+    straight, stopped = tmp_path / "straight", tmp_path / "stopped"
+    train(straight, *RESUMABLE, *run)
+    code, _, output = interrupt(stopped, signal.SIGTERM, 50, *run)
+    assert code == 128 + signal.SIGTERM, output
+    state = checkpoint.load(stopped / "checkpoints" / checkpoint.LAST)
+    assert bool(state["scaler"]) == (precision == "fp16")  # the scaler runs for fp16 only
+    train(stopped, *RESUMABLE, *run)
+    assert read_metrics(stopped)["test/loss"] == read_metrics(straight)["test/loss"]
+
+
+@pytest.mark.gpu(2)
+def test_two_gpus_train_with_ddp_over_nccl(tmp_path: Path) -> None:
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+        "-m", f"{PACKAGE}.train", "debug=short", *CUDA, f"hydra.run.dir={tmp_path}",
+    ]  # fmt: skip
+    done = subprocess.run(
+        command, cwd=PROJECT_ROOT, env=project_env(), capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "DDP: rank 0 of 2 on cuda:0 (nccl)" in (tmp_path / "debug.log").read_text()
+    assert read_metrics(tmp_path)["epochs"] == 3

@@ -1,0 +1,38 @@
+"""What the tasks do differently for TensorFlow: its install (two distributions of one package)
+and its launch on several devices."""
+
+from __future__ import annotations
+
+NAME = "TensorFlow"
+IMPORT = "tensorflow"  # the module `invoke --list` must never import
+GPUS_HELP = (
+    "GPUs for MirroredStrategy in this one process (without a GPU: logical CPU devices); "
+    "1 trains on one device"
+)
+FIND_LINKS_BUILD_HELP = "a URL of wheels pip reads as well (a mirror, a wheelhouse)"
+FIND_LINKS_LOCK_HELP = "a folder or URL of wheels uv reads as well (a mirror, a wheelhouse)"
+
+
+def setup_command(python: str, cpu: bool) -> str:
+    """The pip command of `invoke setup`: `dev` is the CPU build and the tools."""
+    extras = "dev" if cpu else "gpu,tools"
+    return f"{python} -m pip install -e '.[{extras}]'"
+
+
+def train_command(python: str, package: str, gpus: int, overrides: str) -> tuple[str, dict]:
+    """The training command for `gpus` devices, and its environment: one process replicates
+    the model over the devices (MirroredStrategy)."""
+    env = {"NUM_REPLICAS": str(gpus)} if gpus > 1 else {}
+    return f"{python} -m {package}.train {overrides}".strip(), env
+
+
+def image_build_args(cpu: bool, find_links: str) -> dict[str, str]:
+    """Build arguments of the image beyond the shared ones: none."""
+    del cpu, find_links
+    return {}
+
+
+def lock_args(flavour: str, find_links: str) -> list[str]:
+    """uv arguments that lock `flavour` (gpu or cpu): each is an extra of pyproject.toml."""
+    pins = ["--constraint", "requirements/cuda.txt"] if flavour == "gpu" else []
+    return ["--extra", flavour, *pins, *(["--find-links", find_links] if find_links else [])]

@@ -1,0 +1,80 @@
+"""The command line of the tasks: whole-number flags, and Hydra overrides after `--`.
+
+invoke turns an `int` flag's bad value into a traceback and an override typed before `--` into
+"No idea what 'model=cnn' is!". These helpers answer both with one line naming the flag and the
+fix, and exit status 2.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import shlex
+import sys
+from pathlib import Path
+
+from invoke import Collection, Context, Exit
+
+# What a Hydra override looks like: key=value, +key=value, ~key, group/option=...
+OVERRIDE = re.compile(r"^(\+\+|\+|~)?[A-Za-z_][\w.@/-]*=")
+
+
+def overrides(c: Context) -> str:
+    """The Hydra overrides given after `--`."""
+    return c.remainder.strip()
+
+
+def whole_number(flag: str, value: str | int, minimum: int) -> int:
+    """`value` of `--flag` as an int of at least `minimum`; exit 2 naming the flag otherwise."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise Exit(
+            f"{flag} {value!r} is not a whole number; for example {flag} {minimum}", 2
+        ) from None
+    if number < minimum:
+        raise Exit(f"{flag} must be at least {minimum}, got {number}", code=2)
+    return number
+
+
+def refuse_overrides_before_dashes(namespace: Collection, argv: list[str]) -> None:
+    """Exit 2 when a task's command line holds a Hydra override before `--`, or gives an on/off
+    flag a value (`--cpu=false`, which invoke would read as --cpu and a task named 'false')."""
+    if Path(argv[0] if argv else "").name not in ("invoke", "inv", "__main__.py"):
+        return
+    # A copy: invoke's to_contexts() consumes each task's help texts, which --help still needs.
+    parsed = copy.deepcopy(namespace).to_contexts()
+    contexts = {name: ctx for ctx in parsed for name in (ctx.name, *ctx.aliases)}
+    context, skip = None, False
+    words: list[str] = []  # the task's name and flags, as typed
+    found: list[str] = []  # the overrides typed before --
+    for token in [*argv[1:], "--"]:
+        if token == "--":
+            break
+        if skip:
+            skip, words = False, [*words, token]
+        elif token in contexts:
+            context, words = contexts[token], [token]
+        elif token.startswith("-") and context is not None:
+            name, equals, _ = token.partition("=")
+            flag = context.flags.get(name)
+            if flag is not None and not flag.takes_value and equals:
+                raise Exit(f"{name} is an on/off flag: give {name} alone, or leave it out", 2)
+            skip = bool(flag is not None and flag.takes_value and not equals)
+            words.append(token)
+        elif context is not None and OVERRIDE.match(token):
+            found.append(token)
+        else:
+            words.append(token)
+    if found and context is not None:
+        after = argv[argv.index("--") + 1 :] if "--" in argv else []
+        raise Exit(
+            f"{found[0]!r} is a Hydra override: put overrides after --, as in "
+            f"invoke {shlex.join(words)} -- {shlex.join([*found, *after])}",
+            code=2,
+        )
+
+
+def check_command_line(namespace: Collection) -> None:
+    """refuse_overrides_before_dashes() on this process's command line."""
+    refuse_overrides_before_dashes(namespace, sys.argv)
