@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 IMAGES = ROOT / "images"
 PROJECT_LOCKS = ROOT / "{{cookiecutter.project_slug}}" / "_locks"
 DOCKER = os.environ.get("DOCKER", "docker")  # another client: DOCKER=/usr/bin/docker, podman
+BUILD = ROOT / "build" / "images"  # the assembled Dockerfile
 NAMESPACE = "cloud-gpu-template"  # local image names: cloud-gpu-template/pytorch:<tag>
 # The projects' locks are made for the first Python choice; see the README.
 LOCK_PYTHON = "3.11"
@@ -46,8 +47,27 @@ def image_tag(row: dict[str, Any], python: str) -> str:
     return f"{NAMESPACE}/{row['framework']}:{row['version']}-cu{cuda}-py{python}"
 
 
-def build_command(row: dict[str, Any], python: str, base_image: str = "") -> list[str]:
-    """The `docker build` of a row's base image; `base_image` replaces the row's (a stand-in)."""
+def python_base_tag(row: dict[str, Any], python: str) -> str:
+    """The local name of a row's Python base (NVIDIA's base and a Python, what projects build on):
+    cloud-gpu-template/python:13.0.3-base-ubuntu24.04-py3.11."""
+    return f"{NAMESPACE}/python:{row['base_image'].split(':', 1)[1]}-py{python}"
+
+
+def dockerfile() -> Path:
+    """images/Dockerfile with the Python stage in place, written under build/images/."""
+    from template_tools.images import with_python_stage
+
+    assembled = BUILD / "Dockerfile"
+    assembled.parent.mkdir(parents=True, exist_ok=True)
+    assembled.write_text(with_python_stage((IMAGES / "Dockerfile").read_text()), encoding="utf-8")
+    return assembled
+
+
+def build_command(
+    row: dict[str, Any], python: str, base_image: str = "", target: str = ""
+) -> list[str]:
+    """The `docker build` of a row's framework image, or of its Python base (`target` python);
+    `base_image` replaces the row's CUDA base (a stand-in)."""
     from template_tools.images import base_reference
 
     args = {
@@ -57,9 +77,11 @@ def build_command(row: dict[str, Any], python: str, base_image: str = "") -> lis
         "FRAMEWORK": row["framework"],
         "CUDA": row["cuda"],
     }
+    tag = python_base_tag(row, python) if target == "python" else image_tag(row, python)
     return [
         *(DOCKER, "build", *(f"--build-arg={key}={value}" for key, value in args.items())),
-        *(f"--tag={image_tag(row, python)}", str(IMAGES)),
+        *([f"--target={target}"] if target else []),
+        *(f"--file={dockerfile()}", f"--tag={tag}", str(IMAGES)),
     ]
 
 
@@ -86,10 +108,12 @@ def build(
     base_image: str = "",
     dry_run: bool = False,
 ) -> None:
-    """Build the base images of the matrix: invoke images.build [--row ID]."""
+    """Build the base images of the matrix, each row's Python base and framework image:
+    invoke images.build [--row ID]."""
     for chosen in _rows(row):
-        command = build_command(chosen, python, base_image)
-        _run(c, command, "docker build", dry_run, env={"DOCKER_BUILDKIT": "1"})
+        for target in ("python", ""):
+            command = build_command(chosen, python, base_image, target)
+            _run(c, command, "docker build", dry_run, env={"DOCKER_BUILDKIT": "1"})
 
 
 @task(
@@ -103,18 +127,22 @@ def build(
 def push(
     c: Context, registry: str, row: str = "", python: str = LOCK_PYTHON, dry_run: bool = False
 ) -> None:
-    """Push built base images to a registry and print their digests: images.push --registry REF."""
+    """Push built base images to a registry and print their digests: images.push --registry REF.
+
+    A Python base's digest goes into its row's `python_base` in images/matrix.json (by hand, in
+    a reviewed change): projects baked after that build on it.
+    """
     for chosen in _rows(row):
-        local = image_tag(chosen, python)
-        remote = f"{registry.rstrip('/')}/{local.removeprefix(NAMESPACE + '/')}"
-        _run(c, [DOCKER, "tag", local, remote], "docker tag", dry_run)
-        _run(c, [DOCKER, "push", remote], "docker push", dry_run)
-        if dry_run:
-            continue
-        inspected = c.run(shlex.join([DOCKER, "image", "inspect", remote]), hide=True)
-        repository = remote.rsplit(":", 1)[0]
-        digests = json.loads(inspected.stdout)[0]["RepoDigests"]
-        print(f"pushed {next(d for d in digests if d.startswith(repository + '@'))}")
+        for local in (python_base_tag(chosen, python), image_tag(chosen, python)):
+            remote = f"{registry.rstrip('/')}/{local.removeprefix(NAMESPACE + '/')}"
+            _run(c, [DOCKER, "tag", local, remote], "docker tag", dry_run)
+            _run(c, [DOCKER, "push", remote], "docker push", dry_run)
+            if dry_run:
+                continue
+            inspected = c.run(shlex.join([DOCKER, "image", "inspect", remote]), hide=True)
+            repository = remote.rsplit(":", 1)[0]
+            digests = json.loads(inspected.stdout)[0]["RepoDigests"]
+            print(f"pushed {next(d for d in digests if d.startswith(repository + '@'))}")
 
 
 @task

@@ -1,24 +1,33 @@
-"""Which GPUs each cloud offers, from gpus.json."""
+"""Which GPUs each cloud offers: the generated project's own catalog, cloud/catalog.json.
+
+One catalog: the prompt check reads the file the project's `invoke train --cloud` launches from.
+"""
 
 from __future__ import annotations
 
 import json
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from template_tools.errors import AnswerError
 
-CATALOG = Path(__file__).with_name("gpus.json")
+CATALOG = (
+    Path(__file__).resolve().parent.parent
+    / "{{cookiecutter.project_slug}}"
+    / "cloud"
+    / "catalog.json"
+)
 
 
 @cache
-def _clouds() -> dict[str, dict[str, str]]:
+def _clouds() -> dict[str, dict[str, Any]]:
     return json.loads(CATALOG.read_text(encoding="utf-8"))["clouds"]
 
 
 def gpus_on(cloud: str) -> list[str]:
     """The GPUs `cloud` offers, in catalog order; KeyError for an unknown cloud."""
-    return list(_clouds()[cloud])
+    return list(_clouds()[cloud]["gpus"])
 
 
 def check_gpu(cloud: str, gpu: str) -> None:

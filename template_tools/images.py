@@ -16,7 +16,11 @@ from typing import Any
 
 from template_tools.frameworks import frameworks
 
-MATRIX = Path(__file__).resolve().parent.parent / "images" / "matrix.json"
+IMAGES = Path(__file__).resolve().parent.parent / "images"
+MATRIX = IMAGES / "matrix.json"
+# The Python stage both kinds of image start with, written once, and the line it replaces.
+PYTHON_STAGE = IMAGES / "python-stage.Dockerfile"
+PYTHON_STAGE_MARKER = "# python stage: images/python-stage.Dockerfile"
 # nvidia/cuda:13.0.3-base-ubuntu24.04 -> CUDA 13.0.3, flavour base, Ubuntu 24.04
 CUDA_TAG = re.compile(
     r"^nvidia/cuda:(?P<cuda>\d+\.\d+\.\d+)-(?P<flavour>base|runtime|cudnn-runtime)"
@@ -60,6 +64,24 @@ def base_reference(chosen: Row) -> str:
     return f"{chosen['base_image']}@{digest}" if digest else chosen["base_image"]
 
 
+def default_base(chosen: Row) -> str:
+    """What a project's image builds on by default: the template's published Python base for the
+    row (NVIDIA's base with Python, pinned by digest), where one is recorded; else NVIDIA's."""
+    published = chosen.get("python_base")
+    if published and published.get("digest"):
+        return f"{published['image']}@{published['digest']}"
+    return base_reference(chosen)
+
+
+def with_python_stage(dockerfile: str) -> str:
+    """`dockerfile` with its marker line replaced by images/python-stage.Dockerfile."""
+    lines = dockerfile.split("\n")
+    if lines.count(PYTHON_STAGE_MARKER) != 1:
+        raise ValueError(f"a Dockerfile needs exactly one line {PYTHON_STAGE_MARKER!r}")
+    stage = PYTHON_STAGE.read_text(encoding="utf-8").rstrip("\n")
+    return "\n".join(stage if line == PYTHON_STAGE_MARKER else line for line in lines)
+
+
 def cuda_of_tag(tag: str) -> str:
     """The CUDA major.minor of an nvidia/cuda tag: nvidia/cuda:13.0.3-base-ubuntu24.04 -> 13.0."""
     match = CUDA_TAG.match(tag)
@@ -74,26 +96,38 @@ def _base_comment(chosen: Row) -> str:
         f"# {chosen['package']} {chosen['version']} wheels carry CUDA {chosen['cuda']} and cuDNN "
         f"{chosen['cudnn']}; the host needs a driver >= {chosen['min_driver']}.",
     ]
-    if not chosen.get("digest"):
-        reason = f"Not pinned by digest: {chosen['digest_missing']}."
-        lines += textwrap.wrap(reason, width=98, initial_indent="# ", subsequent_indent="# ")
+    if default_base(chosen) != base_reference(chosen):
+        text = (
+            f"It is the template's Python base: {chosen['base_image']} with Python, built and "
+            "smoke-tested by the template's CI. `invoke build --base-image "
+            f"{base_reference(chosen)}` builds on NVIDIA's base instead (the stage below then "
+            "installs Python from Ubuntu's archive)."
+        )
+    elif chosen.get("digest"):
+        text = (
+            "It is NVIDIA's base (the template has published no Python base for this row yet); "
+            "the stage below installs Python on it from Ubuntu's archive."
+        )
+    else:
+        text = f"Not pinned by digest: {chosen['digest_missing']}."
+    lines += textwrap.wrap(text, width=98, initial_indent="# ", subsequent_indent="# ")
     return "\n".join(lines)
 
 
 def write_image_defaults(project_dir: Path, answers: Mapping[str, Any]) -> None:
     """Fill what the project's image takes from the matrix row of the chosen framework.
 
-    The Dockerfile's `ARG BASE_IMAGE` gets its default (the pinned base, with a comment saying
-    where it comes from), and requirements/cuda.txt lists the CUDA wheels that `invoke lock`
-    holds the GPU lock to.
+    The Dockerfile gets the Python stage and its `ARG BASE_IMAGE` a default (the pinned base,
+    with a comment saying where it comes from), and requirements/cuda.txt lists the CUDA wheels
+    that `invoke lock` holds the GPU lock to.
     """
     chosen = offered_row(answers["framework"])
     dockerfile = Path(project_dir) / "Dockerfile"
-    lines = dockerfile.read_text(encoding="utf-8").split("\n")
+    lines = with_python_stage(dockerfile.read_text(encoding="utf-8")).split("\n")
     if lines.count(BASE_ARG) != 1:
         raise ValueError(f"{dockerfile} needs exactly one line {BASE_ARG!r} to fill")
     at = lines.index(BASE_ARG)
-    lines[at] = f"{_base_comment(chosen)}\n{BASE_ARG}={base_reference(chosen)}"
+    lines[at] = f"{_base_comment(chosen)}\n{BASE_ARG}={default_base(chosen)}"
     dockerfile.write_text("\n".join(lines), encoding="utf-8")
     pins = [
         "# The CUDA libraries of the GPU image: the wheels "

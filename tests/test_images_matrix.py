@@ -19,7 +19,9 @@ from template_tools import choices, frameworks
 from template_tools.images import (
     CUDA_TAG,
     DIGEST,
+    PYTHON_STAGE,
     base_reference,
+    default_base,
     cuda_of_tag,
     matrix,
     offered_row,
@@ -58,6 +60,10 @@ def test_row_is_well_formed(row: dict) -> None:
         assert "digest_missing" not in row
     assert row["id"] == f"{row['package']}-{row['version']}-cu{row['cuda'].replace('.', '')}"
     assert re.fullmatch(r"\d{3}(\.\d+)*", row["min_driver"])
+    published = row.get("python_base")  # recorded once the template's CI has pushed it
+    if published is not None:
+        assert published["image"].endswith(f":{row['base_image'].split(':')[1]}-py3.11")
+        assert DIGEST.match(published["digest"]) and published["date"], published
     for fact in FACTS:
         source = row["sources"][fact]
         assert source["source"].strip(), fact
@@ -126,8 +132,14 @@ def test_images_build_takes_every_argument_from_the_row(row: dict) -> None:
     assert args["CUDA"] == row["cuda"]
     assert args["FRAMEWORK"] == row["framework"]
     context = Path(command[-1])
-    assert (context / "Dockerfile").is_file()
+    dockerfile = Path(next(a.removeprefix("--file=") for a in command if a.startswith("--file=")))
+    assert "FROM ${BASE_IMAGE} AS python" in dockerfile.read_text()  # the Python stage, in place
     assert (context / args["LOCK"]).is_file()
+    python_base = build_command(row, "3.11", target="python")
+    assert "--target=python" in python_base
+    assert f"--tag=cloud-gpu-template/python:{row['base_image'].split(':')[1]}-py3.11" in (
+        python_base
+    )
 
 
 @pytest.mark.parametrize(
@@ -150,7 +162,8 @@ def test_baked_image_is_built_on_the_matrix_base(baked: dict[str, Path]) -> None
         framework = variant_id.split("-")[0]
         row = offered_row(framework)
         dockerfile = (project / "Dockerfile").read_text()
-        assert f"\nARG BASE_IMAGE={base_reference(row)}\n" in dockerfile, variant_id
+        assert f"\nARG BASE_IMAGE={default_base(row)}\n" in dockerfile, variant_id
+        assert PYTHON_STAGE.read_text().strip() in dockerfile, "the Python stage, written once"
         pinned = (project / "requirements" / "cuda.txt").read_text().split("\n")
         assert [line for line in pinned if line and not line.startswith("#")] == row["cuda_wheels"]
 
@@ -243,10 +256,23 @@ def test_images_push_tags_and_pushes_a_row() -> None:
     )
     assert done.returncode == 0, done.stderr
     local, remote = "cloud-gpu-template/pytorch:2.13.0-cu130-py3.11", "reg.example/me/pytorch"
+    python = "cloud-gpu-template/python:13.0.3-base-ubuntu24.04-py3.11"
+    remote_python = "reg.example/me/python:13.0.3-base-ubuntu24.04-py3.11"
     assert done.stdout.splitlines() == [
+        f"docker tag {python} {remote_python}",
+        f"docker push {remote_python}",
         f"docker tag {local} {remote}:2.13.0-cu130-py3.11",
         f"docker push {remote}:2.13.0-cu130-py3.11",
     ]
+
+
+def test_a_published_python_base_is_what_projects_build_on() -> None:
+    row = {
+        **offered_row("pytorch"),
+        "python_base": {"image": "ghcr.io/o/python:t", "digest": "sha256:" + "b" * 64},
+    }
+    assert default_base(row) == "ghcr.io/o/python:t@sha256:" + "b" * 64
+    assert default_base(offered_row("pytorch")) == base_reference(offered_row("pytorch"))
 
 
 def test_an_unknown_row_names_the_known_ones() -> None:

@@ -47,7 +47,7 @@ BAD_ANSWERS = {  # id: (key=value answers, what stderr must say)
     "shadowing-package": (["package_name=torch"], ["'torch'", "dependency the project imports"]),
     "gpu-not-on-cloud": (
         ["default_cloud=azure", "default_gpu=a10g"],
-        ["'a10g'", "'azure'", "t4, a100, h100", "pass default_gpu=t4 or another of those"],
+        ["'a10g'", "'azure'", "t4, a10, v100, a100", "pass default_gpu=t4 or another of those"],
     ),
 }
 
@@ -74,8 +74,8 @@ def test_a_bad_slug_typed_at_the_question_is_asked_again(tmp_path: Path) -> None
 
 
 def test_a_gpu_the_cloud_lacks_is_asked_again_among_its_gpus(tmp_path: Path) -> None:
-    # Defaults up to the cloud; then azure (3), a10g (3), then the second of azure's GPUs.
-    done = cookiecutter(tmp_path, typed="\n" * 8 + "3\n3\n2\n" + "\n" * 4)
+    # Defaults up to the cloud; then azure (3), a10g (3), then the fourth of azure's GPUs.
+    done = cookiecutter(tmp_path, typed="\n" * 8 + "3\n3\n4\n" + "\n" * 4)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "default_gpu 'a10g' is not offered by default_cloud 'azure'" in done.stderr
     answers = json.loads((tmp_path / "cloud-gpu-project" / ".cruft.json").read_text())

@@ -116,9 +116,9 @@ def test_suggestions_keep_the_words() -> None:
 
 
 def test_gpu_catalog_matches_the_clouds_offers() -> None:
-    assert gpus_on("aws") == ["t4", "l4", "a10g", "a100", "h100"]
-    assert gpus_on("gcp") == ["t4", "l4", "a100", "h100"]
-    assert gpus_on("azure") == ["t4", "a100", "h100"]
+    assert gpus_on("aws") == ["t4", "l4", "a10g", "v100", "a100", "a100-80gb", "h100"]
+    assert gpus_on("gcp") == ["t4", "l4", "v100", "a100", "a100-80gb", "h100"]
+    assert gpus_on("azure") == ["t4", "a10", "v100", "a100", "a100-80gb", "h100"]
 
 
 def test_every_cloud_and_gpu_choice_is_in_the_catalog() -> None:

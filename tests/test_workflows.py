@@ -67,7 +67,7 @@ def all_workflows(generated_repos: list[Path]) -> list[Path]:
 
 
 def test_template_has_workflows() -> None:
-    assert [path.name for path in TEMPLATE_WORKFLOWS] == ["ci.yml"]
+    assert [path.name for path in TEMPLATE_WORKFLOWS] == ["ci.yml", "images.yml"]
 
 
 def test_actionlint(generated_repos: list[Path]) -> None:
