@@ -178,13 +178,15 @@ BENCHMARKS: dict[str, tuple[str, dict[str, str] | None]] = {
     "loop": ("train_loop_overhead.py", {}),
     "keras": ("keras_fit_overhead.py", {"framework": "tensorflow", "tracking": "none"}),
     "image": ("image_rebuild.py", None),
+    "launch": ("cloud_launch.py", None),
 }
 
 
 @task(
     help={
         "name": "loop (PyTorch Trainer vs a bare loop), keras (Keras fit vs a bare GradientTape "
-        "loop) or image (our Dockerfile vs a naive one; needs a Docker engine)",
+        "loop), image (our Dockerfile vs a naive one) or launch (invoke train --cloud=local to "
+        "the first step, by stage, vs invoke run); the last two need a Docker engine",
     }
 )
 def bench(c: Context, name: str) -> None:

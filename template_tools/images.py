@@ -30,14 +30,24 @@ DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 # The line of the project's Dockerfile that takes its default from the matrix.
 BASE_ARG = "ARG BASE_IMAGE"
 CUDA_PINS = Path("requirements") / "cuda.txt"
+CLOUD_IMAGE = Path("cloud") / "image.json"
 
 Row = dict[str, Any]
 
 
 @cache
+def _matrix_file() -> dict[str, Any]:
+    return json.loads(MATRIX.read_text(encoding="utf-8"))
+
+
 def matrix() -> list[Row]:
     """Every row of images/matrix.json, in file order."""
-    return json.loads(MATRIX.read_text(encoding="utf-8"))["rows"]
+    return _matrix_file()["rows"]
+
+
+def min_compute_capability(cuda: str) -> str:
+    """The oldest GPU compute capability CUDA `cuda` (major.minor) still runs on."""
+    return _matrix_file()["cuda_compute_capability"]["minimum"][cuda.split(".")[0]]
 
 
 def row(row_id: str) -> Row:
@@ -138,3 +148,13 @@ def write_image_defaults(project_dir: Path, answers: Mapping[str, Any]) -> None:
         *chosen["cuda_wheels"],
     ]
     (Path(project_dir) / CUDA_PINS).write_text("\n".join(pins) + "\n", encoding="utf-8")
+    needs = {
+        "about": "What the project's GPU image needs of a machine: the template's "
+        f"images/matrix.json row {chosen['id']}, written when the project was made. "
+        "`invoke train --cloud` checks it against cloud/catalog.json before it starts one.",
+        "row": chosen["id"],
+        "cuda": chosen["cuda"],
+        "min_driver": chosen["min_driver"],
+        "min_compute_capability": min_compute_capability(chosen["cuda"]),
+    }
+    (Path(project_dir) / CLOUD_IMAGE).write_text(json.dumps(needs, indent=2) + "\n", "utf-8")

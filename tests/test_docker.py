@@ -9,14 +9,19 @@ Without an engine the module is skipped with the reason.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
+import signal
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import TEMPLATE_DIR, commit_all, git
@@ -124,8 +129,13 @@ def images(projects: dict[str, Path], stand_in: str, find_links: str) -> Iterato
         built[framework] = f"{project.name}:{revision}-cpu"
         print(f"{framework}: cold build {seconds:.0f} s")
     yield built
-    listed = docker("image", "ls", "--quiet", f"--filter=reference={IMAGE_NAME}",
-                    f"--filter=reference=*/{IMAGE_NAME}")  # fmt: skip
+    listed = docker(
+        "image",
+        "ls",
+        "--quiet",
+        f"--filter=reference={IMAGE_NAME}",
+        f"--filter=reference=*/{IMAGE_NAME}",
+    )
     docker("image", "rm", "--force", *set(listed.stdout.split()))
 
 
@@ -177,8 +187,12 @@ def test_docker_stop_checkpoints_and_a_second_run_resumes(
     outputs = outputs_dir(tmp_path)
     name = f"resume-{framework}-{os.getpid()}"
     run_dir = f"{CONTAINER_OUTPUTS}/run"
-    overrides = [f"hydra.run.dir={run_dir}", "trainer.max_epochs=40", "logger=jsonl",
-                 "callbacks.early_stopping=null"]  # fmt: skip
+    overrides = [
+        f"hydra.run.dir={run_dir}",
+        "trainer.max_epochs=40",
+        "logger=jsonl",
+        "callbacks.early_stopping=null",
+    ]
     mount = f"--volume={outputs}:{CONTAINER_OUTPUTS}"
     started = docker("run", "--detach", f"--name={name}", mount, images[framework], *overrides)
     assert started.returncode == 0, started.stderr
@@ -286,3 +300,208 @@ def test_two_clean_builds_have_the_same_layer_contents(
         if engine.layer_contents(a) != engine.layer_contents(b)
     ]
     assert differing == []
+
+
+# --- the cloud launch path on this engine: invoke train --cloud=local ---
+
+# Deterministic and long enough to be stopped halfway (the project's RESUMABLE runs).
+RESUMABLE = [
+    "debug=short",
+    "logger=jsonl",
+    "trainer.max_epochs=30",
+    "trainer.limit_train_batches=null",
+    "trainer.log_every_n_steps=1",
+]
+
+
+def project_helper(project: Path, name: str) -> Any:
+    """A module of the project's own tests/helpers/ (the stand-ins it ships for its tests)."""
+    spec = importlib.util.spec_from_file_location(
+        f"project_{name}", project / "tests" / "helpers" / f"{name}.py"
+    )
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@dataclass
+class LocalCloud:
+    """A project set up to run --cloud=local: a registry, S3 on moto, spot notices."""
+
+    project: Path
+    env: dict[str, str]
+    bucket: str
+    notices: Any
+    runs: Path
+    seen: set[str] = field(default_factory=set)
+
+    def train(self, *args: str, wait: bool = True, timeout: int = 600):
+        command = [sys.executable, "-m", "invoke", "train", "--cloud=local", *args]
+        process = subprocess.Popen(
+            command,
+            cwd=self.project,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        if wait:
+            process.communicate(timeout=timeout)
+        return process
+
+    def run_id(self) -> str:
+        """The newest run's id."""
+        return sorted(self.runs.glob("*/run.json"), key=lambda p: p.stat().st_mtime)[-1].parent.name
+
+    def s3(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["aws", "s3", *args], env=self.env, capture_output=True, text=True)
+
+    def prefix(self, run_id: str) -> str:
+        return f"{self.bucket}/{self.project.name}/{run_id}"
+
+    def status(self, run_id: str) -> dict:
+        done = self.s3("cp", f"{self.prefix(run_id)}/outputs/status.json", "-")
+        return json.loads(done.stdout) if done.returncode == 0 else {}
+
+    def metrics(self, run_id: str) -> dict:
+        done = self.s3("cp", f"{self.prefix(run_id)}/outputs/run/metrics.json", "-")
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    def started(self, process: subprocess.Popen) -> str:
+        """The id of the run `process` started, once its record exists."""
+        deadline = time.monotonic() + 300
+        while not list(self.runs.glob("*/run.json")) or self.run_id() in self.seen:
+            assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+            time.sleep(0.2)
+        self.seen.add(self.run_id())
+        return self.run_id()
+
+    def wait_for_steps(self, run_id: str, steps: int, process: subprocess.Popen) -> None:
+        log = self.runs / run_id / "work" / "outputs" / "run" / "metrics.jsonl"
+        deadline = time.monotonic() + 300
+        while not (log.exists() and len(log.read_text().splitlines()) >= steps):
+            assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+            time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def local_cloud(
+    projects: dict[str, Path], images: dict[str, str], tmp_path_factory
+) -> Iterator[LocalCloud]:
+    """The PyTorch project's --cloud=local: its image in a local registry, runs to S3 on moto."""
+    if (
+        not shutil.which("docker-registry")
+        or not shutil.which("moto_server")
+        or not shutil.which("aws")
+    ):
+        pytest.skip("needs docker-registry, moto_server and the AWS CLI (.ci/run installs them)")
+    project = projects["pytorch"]
+    services = project_helper(project, "services")
+    workdir = tmp_path_factory.mktemp("local-cloud")
+    with engine.local_registry(workdir) as registry, services.moto_server() as moto:
+        notices = services.SpotNotices()
+        settings = workdir / "cloud.toml"
+        bucket = "s3://local-runs"
+        settings.write_text(
+            f'[local]\nregistry = "{registry}"\nbucket = "{bucket}"\n'
+            f'metadata_url = "{notices.url}"\n'
+        )
+        env = {
+            **os.environ,
+            "DOCKER": CLIENT,
+            "CLOUD_SETTINGS": str(settings),
+            "CLOUD_RUNS": str(workdir / "runs"),
+            "AWS_ENDPOINT_URL": moto,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "POLL_SECONDS": "0.5",
+            "SYNC_EVERY": "2",
+            "STOP_GRACE": "60",
+        }
+        subprocess.run(["aws", "s3", "mb", bucket], env=env, check=True, capture_output=True)
+        yield LocalCloud(project, env, bucket, notices, workdir / "runs")
+        notices.close()
+
+
+def assert_torn_down(cloud: LocalCloud, run_id: str, reason: str) -> dict:
+    """status.json in the bucket says `reason`; the container is gone, whatever happened."""
+    status = cloud.status(run_id)
+    assert status.get("reason") == reason, status
+    left = docker("ps", "--all", "--quiet", f"--filter=name=train-{run_id}")
+    assert left.stdout.strip() == "", f"container train-{run_id} left behind"
+    return status
+
+
+@pytest.fixture(scope="module")
+def straight(local_cloud: LocalCloud) -> tuple[str, dict]:
+    """A --cloud=local run start to end: its id and the metrics.json it left in the bucket."""
+    process = local_cloud.train("--max-hours=1", "--", *RESUMABLE)
+    assert process.returncode == 0, process.stdout.read()
+    run_id = local_cloud.started(process)
+    return run_id, local_cloud.metrics(run_id)
+
+
+def test_a_local_cloud_run_reaches_the_bucket_and_tears_down(
+    local_cloud: LocalCloud, straight: tuple[str, dict]
+) -> None:
+    run_id, metrics = straight
+    assert_torn_down(local_cloud, run_id, "finished")
+    listed = local_cloud.s3("ls", "--recursive", f"{local_cloud.prefix(run_id)}/outputs/").stdout
+    for name in (
+        "run/metrics.json",
+        "run/checkpoints/last.pt",
+        "run/config.yaml",
+        "logs/train.log",
+        "status.json",
+    ):
+        assert f"outputs/{name}" in listed, listed
+    assert metrics["epochs"] == 30
+    record = json.loads((local_cloud.runs / run_id / "run.json").read_text())
+    assert "@sha256:" in record["image"] and record["image"].startswith("localhost:")
+
+
+def test_a_preempted_run_checkpoints_and_its_retry_ends_as_an_uninterrupted_one(
+    local_cloud: LocalCloud, straight: tuple[str, dict]
+) -> None:
+    process = local_cloud.train("--retries=1", "--", *RESUMABLE, wait=False)
+    run_id = local_cloud.started(process)
+    local_cloud.wait_for_steps(run_id, 20, process)
+    asked = local_cloud.notices.asked
+    local_cloud.notices.preempt()
+    output, _ = process.communicate(timeout=600)
+    assert process.returncode == 0, output
+    assert local_cloud.notices.asked > asked, "the startup script watches for the notice"
+    assert f"preempted: relaunching {run_id} (retry 1 of 1)" in output
+    log = local_cloud.s3("cp", f"{local_cloud.prefix(run_id)}/outputs/logs/train.log", "-").stdout
+    assert "resumed from" in log
+    assert_torn_down(local_cloud, run_id, "finished")
+    resumed, uninterrupted = local_cloud.metrics(run_id), straight[1]
+    for key in ("test/loss", "test/accuracy", "val/loss", "best_epoch", "epochs"):
+        assert resumed[key] == uninterrupted[key], key
+
+
+def test_every_other_end_tears_down_too(local_cloud: LocalCloud) -> None:
+    """Past --max-hours, a failing run, and Ctrl-C of invoke train: status.json says which, the
+    outputs are uploaded, the container is gone."""
+    timeout = local_cloud.train("--max-hours=0.002", "--", *RESUMABLE, "trainer.max_epochs=200")
+    assert timeout.returncode == 1
+    assert_torn_down(local_cloud, local_cloud.started(timeout), "timeout")
+
+    failing = local_cloud.train("--", "logger=jsonl", "data=files", "data.source=/no/such.npz")
+    assert failing.returncode == 1
+    status = assert_torn_down(local_cloud, local_cloud.started(failing), "failed")
+    assert status["exit_code"] == "1"
+
+    interrupted = local_cloud.train("--", *RESUMABLE, "trainer.max_epochs=200", wait=False)
+    run_id = local_cloud.started(interrupted)
+    local_cloud.wait_for_steps(run_id, 20, interrupted)
+    os.killpg(interrupted.pid, signal.SIGINT)
+    interrupted.communicate(timeout=300)
+    assert interrupted.returncode == 1
+    assert_torn_down(local_cloud, run_id, "interrupted")
+    listed = local_cloud.s3("ls", "--recursive", f"{local_cloud.prefix(run_id)}/outputs/").stdout
+    assert "run/checkpoints/last.pt" in listed, "the stop wrote a checkpoint, and it was uploaded"

@@ -21,8 +21,8 @@ from template_tools.images import (
     DIGEST,
     PYTHON_STAGE,
     base_reference,
-    default_base,
     cuda_of_tag,
+    default_base,
     matrix,
     offered_row,
 )

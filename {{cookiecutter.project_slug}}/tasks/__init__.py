@@ -4,24 +4,35 @@ Hydra overrides go after `--`: `invoke train -- model=cnn trainer.max_epochs=5`.
 Tasks import only the standard library, so `invoke --list` stays instant; the heavy imports
 happen in the processes they start.
 
-    run.py      setup, train, evaluate, crossval, sweep
+    run.py      setup, train (here, or --cloud=...), evaluate, crossval, sweep
     dev.py      test, lint, format
     image.py    the training image: image.build, .push, .run, .shell, .lock
+    remote.py   cloud runs: cloud.status, .logs, .stop, .gpus (cloud/ does the work)
+    data.py     datasets to the project's bucket: data.push
     framework.py   what differs between frameworks (install, multi-device launch, index)
 """
 
+import sys
+from pathlib import Path
+
 from invoke import Collection
 
-from . import dev, image, run
+# invoke puts tasks/ on sys.path, not the project: the cloud tasks import cloud/ from beside it.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from . import data, dev, image, remote, run
 from .args import check_command_line
 
 namespace = Collection()
 for module in (run, dev):
     for task in Collection.from_module(module).tasks.values():
         namespace.add_task(task)
-namespace.add_collection(Collection.from_module(image, name="image"))
-# The image's everyday tasks keep their short names too: invoke build, invoke push, ...
-for name in ("build", "push", "run", "shell", "lock"):
-    namespace.add_task(getattr(image, name), name=name)
+for module, name in ((image, "image"), (remote, "cloud"), (data, "data")):
+    namespace.add_collection(Collection.from_module(module, name=name))
+# The everyday tasks keep short names too: invoke build, invoke push, invoke status, ...
+for module, names in ((image, ("build", "push", "run", "shell", "lock")),
+                      (remote, ("status", "logs", "stop", "gpus"))):  # fmt: skip
+    for name in names:
+        namespace.add_task(getattr(module, name), name=name)
 
 check_command_line(namespace)

@@ -42,6 +42,9 @@ def refuse_overrides_before_dashes(namespace: Collection, argv: list[str]) -> No
     flag a value (`--cpu=false`, which invoke would read as --cpu and a task named 'false')."""
     if Path(argv[0] if argv else "").name not in ("invoke", "inv", "__main__.py"):
         return
+    spaced = _namespace_with_a_space(namespace, argv[1:])
+    if spaced:
+        raise Exit(f"invoke names a task of a group with a dot: invoke {spaced}", code=2)
     # A copy: invoke's to_contexts() consumes each task's help texts, which --help still needs.
     parsed = copy.deepcopy(namespace).to_contexts()
     contexts = {name: ctx for ctx in parsed for name in (ctx.name, *ctx.aliases)}
@@ -73,6 +76,16 @@ def refuse_overrides_before_dashes(namespace: Collection, argv: list[str]) -> No
             f"invoke {shlex.join(words)} -- {shlex.join([*found, *after])}",
             code=2,
         )
+
+
+def _namespace_with_a_space(namespace: Collection, args: list[str]) -> str:
+    """`data push X` typed for `data.push X`: the corrected command line, else ''."""
+    words = [arg for arg in args if arg != "--"][:2]
+    group = namespace.collections.get(words[0]) if len(words) == 2 else None
+    if group is not None and words[1] in group.tasks:
+        rest = args[args.index(words[1]) + 1 :]
+        return shlex.join([f"{words[0]}.{words[1]}", *rest])
+    return ""
 
 
 def check_command_line(namespace: Collection) -> None:

@@ -56,12 +56,31 @@ def _revision(c: Context) -> str:
     return commit + ("-dirty" if _git(c, "status --porcelain") else "")
 
 
-def _tag(c: Context, flavour: str) -> str:
+def tag(c: Context, flavour: str) -> str:
+    """This revision's local image of a flavour: <project>:<commit>[-dirty]-<flavour>."""
     return f"{IMAGE}:{_revision(c)}-{flavour}"
 
 
-def _flavour(cpu: bool) -> str:
+def flavour(cpu: bool) -> str:
     return "cpu" if cpu else "gpu"
+
+
+def exists(c: Context, reference: str) -> bool:
+    return c.run(shlex.join([DOCKER, "image", "inspect", reference]), hide=True, warn=True).ok
+
+
+def image_id(c: Context, reference: str) -> str:
+    """The image's id (sha256:...): what the engine runs it by, when no registry is in between."""
+    done = c.run(shlex.join([DOCKER, "image", "inspect", reference]), hide=True)
+    return json.loads(done.stdout)[0]["Id"]
+
+
+def pushed_digest(c: Context, remote: str) -> str:
+    """repository@sha256:... of an image just pushed as `remote` (repository:tag)."""
+    inspected = c.run(shlex.join([DOCKER, "image", "inspect", remote]), hide=True)
+    repository = remote.rsplit(":", 1)[0]
+    digests = json.loads(inspected.stdout)[0]["RepoDigests"]
+    return next(d for d in digests if d.startswith(f"{repository}@"))
 
 
 def _source(c: Context) -> str:
@@ -98,10 +117,10 @@ def build(
 ) -> None:
     """Build the training image, tagged with the git revision: invoke build [--cpu]."""
     _docker_engine(c)
-    flavour = _flavour(cpu)
+    kind = flavour(cpu)
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     args = {
-        "LOCK": f"requirements/{flavour}.txt",
+        "LOCK": f"requirements/{kind}.txt",
         "REVISION": _git(c, "rev-parse HEAD"),
         "VERSION": meta["version"],
         "SOURCE": _source(c),
@@ -110,7 +129,7 @@ def build(
         "FIND_LINKS": find_links,
         **framework.image_build_args(cpu, find_links),
     }
-    tags = [_tag(c, flavour), f"{IMAGE}:{flavour}"]
+    tags = [tag(c, kind), f"{IMAGE}:{kind}"]
     command = [DOCKER, "build", *(f"--build-arg={k}={v}" for k, v in args.items() if v)]
     command += [f"--tag={tag}" for tag in tags] + (["--no-cache"] if no_cache else []) + ["."]
     # BuildKit (the default since Docker 23) runs the Dockerfile's cache mounts.
@@ -121,23 +140,37 @@ def build(
 @task(
     help={
         "registry": "where to push: a registry and namespace, e.g. ghcr.io/you or localhost:5000",
+        "cloud": "push to that cloud's registry instead (ECR, Artifact Registry, ACR; made on "
+        "first use) and record the digest for `invoke train --cloud`: aws, gcp, azure or local",
         "cpu": "push the CPU image instead of the GPU image",
+        "dry_run": "print the commands instead of running them",
     }
 )
-def push(c: Context, registry: str, cpu: bool = False) -> None:
-    """Push this revision's image to a registry, print its digest: invoke push --registry REF."""
+def push(
+    c: Context, registry: str = "", cloud: str = "", cpu: bool = False, dry_run: bool = False
+) -> None:
+    """Push this revision's image, print its digest: invoke push --cloud=aws | --registry REF."""
+    if bool(registry) == bool(cloud):
+        raise Exit("invoke push needs --cloud NAME or --registry REF (one of them)", code=2)
     _docker_engine(c)
-    local = _tag(c, _flavour(cpu))
-    if c.run(shlex.join([DOCKER, "image", "inspect", local]), hide=True, warn=True).failed:
+    if cloud:
+        from cloud.commands import CloudError, Commands
+
+        from .remote import push_to
+
+        try:
+            reference = push_to(c, cloud, cpu, Commands(dry_run=dry_run))
+        except CloudError as error:
+            raise Exit(f"error: {error}", code=1) from None
+        print(f"digest {reference}")
+        return
+    local = tag(c, flavour(cpu))
+    if not exists(c, local):
         raise Exit(f"no image {local}: run `invoke build{' --cpu' if cpu else ''}` first", code=1)
     remote = f"{registry.rstrip('/')}/{local}"
     _docker_run(c, [DOCKER, "tag", local, remote], "docker tag")
     _docker_run(c, [DOCKER, "push", remote], "docker push")
-    inspected = c.run(shlex.join([DOCKER, "image", "inspect", remote]), hide=True)
-    repository = remote.rsplit(":", 1)[0]
-    digests = json.loads(inspected.stdout)[0]["RepoDigests"]
-    pushed = next(d for d in digests if d.startswith(f"{repository}@"))
-    print(f"pushed {remote}\ndigest {pushed}")
+    print(f"pushed {remote}\ndigest {pushed_digest(c, remote)}")
 
 
 def _container_args(c: Context, cpu: bool, image: str, outputs: str) -> list[str]:
@@ -155,7 +188,7 @@ def _container_args(c: Context, cpu: bool, image: str, outputs: str) -> list[str
         os.chown(folder, IMAGE_UID, IMAGE_UID)  # root here: let the image's user write there
     if Path(".env").is_file():
         args.append("--env-file=.env")  # secrets reach the container at run time, never the image
-    return [*args, image or f"{IMAGE}:{_flavour(not gpu)}"]
+    return [*args, image or f"{IMAGE}:{flavour(not gpu)}"]
 
 
 @task(
@@ -212,7 +245,7 @@ def lock(c: Context, find_links: str = "", upgrade: bool = False) -> None:
         *(["--upgrade"] if upgrade else []),
         *("pyproject.toml", "requirements/image.in"),
     ]
-    for flavour in FLAVOURS:
-        output = ["--output-file", f"requirements/{flavour}.txt"]
-        c.run(shlex.join([*common, *framework.lock_args(flavour, find_links), *output]))
-        print(f"locked requirements/{flavour}.txt")
+    for kind in FLAVOURS:
+        output = ["--output-file", f"requirements/{kind}.txt"]
+        c.run(shlex.join([*common, *framework.lock_args(kind, find_links), *output]))
+        print(f"locked requirements/{kind}.txt")

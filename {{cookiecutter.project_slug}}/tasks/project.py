@@ -3,3 +3,5 @@
 PACKAGE = "{{ cookiecutter.package_name }}"  # python -m PACKAGE.train
 IMAGE = "{{ cookiecutter.project_slug }}"  # the image's name
 PYTHON_VERSION = "{{ cookiecutter.python_version }}"  # the images' Python, and the locks'
+DEFAULT_CLOUD = "{{ cookiecutter.default_cloud }}"  # invoke train --cloud ... without a --cloud
+DEFAULT_GPU = "{{ cookiecutter.default_gpu }}"  # and without a --gpu

@@ -11,7 +11,7 @@ from invoke import Context, Exit, task
 
 from . import framework
 from .args import overrides, whole_number
-from .project import PACKAGE
+from .project import DEFAULT_CLOUD, DEFAULT_GPU, PACKAGE
 
 PYTHON = shlex.quote(sys.executable)
 ROOT = Path(__file__).resolve().parents[1]  # the project
@@ -41,12 +41,84 @@ def setup(c: Context, cpu: bool = False, no_cpu: bool = False) -> None:
     c.run(framework.setup_command(PYTHON, cpu), pty=False)
 
 
-@task(help={"gpus": framework.GPUS_HELP})
-def train(c: Context, gpus: str = "1") -> None:
-    """Train locally: invoke train [--gpus N] [-- hydra overrides]."""
-    count = whole_number("--gpus", gpus, 1)
-    command, env = framework.train_command(PYTHON, PACKAGE, count, overrides(c))
-    c.run(command, env=env, pty=_pty())
+@task(
+    optional=["cloud"],
+    help={
+        "gpus": framework.GPUS_HELP,
+        "cloud": f"train on a cloud VM: aws, gcp, azure, or local (this machine's Docker engine, "
+        f"the same launch path); --cloud alone is {DEFAULT_CLOUD}",
+        "gpu": f"with --cloud: NAME[:COUNT] from `invoke gpus` (default {DEFAULT_GPU})",
+        "spot": "with --cloud: a spot VM (cheaper, may be preempted: the run checkpoints and "
+        "--retries relaunches it)",
+        "region": "with --cloud: the region (default: cloud.toml, else the CLI's own setting)",
+        "zone": "with --cloud: the zone (default: cloud.toml, else the CLI's, else any)",
+        "image": "with --cloud: the image to run, by digest (default: build and push this one)",
+        "max_hours": "with --cloud: the machine deletes itself after this many hours",
+        "dry_run": "with --cloud: print every command and the startup script; start nothing",
+        "detach": "with --cloud: return once the VM is started (invoke status, logs, stop)",
+        "yes": "with --cloud: start without asking (the price is still shown)",
+        "resume": "with --cloud: continue that run (its id) from the checkpoint in its bucket",
+        "retries": "with --cloud: relaunch a preempted run up to this many times",
+    },
+)
+def train(
+    c: Context,
+    gpus: str = "1",
+    cloud: str = "",
+    gpu: str = "",
+    spot: bool = False,
+    region: str = "",
+    zone: str = "",
+    image: str = "",
+    max_hours: str = "4",
+    dry_run: bool = False,
+    detach: bool = False,
+    yes: bool = False,
+    resume: str = "",
+    retries: str = "0",
+) -> None:
+    """Train here (invoke train [--gpus N]) or on a cloud GPU (invoke train --cloud=gcp
+    --gpu=t4); Hydra overrides after `--` in both cases."""
+    cloud_only = {
+        "gpu": gpu,
+        "spot": spot,
+        "region": region,
+        "zone": zone,
+        "image": image,
+        "dry-run": dry_run,
+        "detach": detach,
+        "yes": yes,
+        "resume": resume,
+    }
+    given = sorted(flag for flag, value in cloud_only.items() if value)
+    if not cloud:
+        if given:
+            flags = ", ".join(f"--{flag}" for flag in given)
+            raise Exit(f"{flags}: only with --cloud (here, --gpus N picks the GPUs)", code=2)
+        count = whole_number("--gpus", gpus, 1)
+        command, env = framework.train_command(PYTHON, PACKAGE, count, overrides(c))
+        c.run(command, env=env, pty=_pty())
+        return
+    if gpus != "1":
+        raise Exit("--gpus is for this machine; with --cloud, --gpu NAME:COUNT (invoke gpus)", 2)
+    from .remote import run_in_cloud
+
+    run_in_cloud(
+        c,
+        DEFAULT_CLOUD if cloud is True else str(cloud),
+        gpu,
+        spot,
+        region,
+        zone,
+        image,
+        max_hours,
+        dry_run,
+        detach,
+        yes,
+        resume,
+        whole_number("--retries", retries, 0),
+        shlex.split(overrides(c)),
+    )
 
 
 @task(help={"ckpt": "a checkpoint file, or a run directory (its best checkpoint)"})

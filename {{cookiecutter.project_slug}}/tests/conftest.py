@@ -77,6 +77,21 @@ def run_module(
     )
 
 
+def invoke_cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess:
+    """`invoke ARGS` as a user types it, in the project; stdout and stderr apart."""
+    return subprocess.run(
+        [sys.executable, "-m", "invoke", *args],
+        cwd=PROJECT_ROOT,
+        env=env or project_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
 def train(run_dir: Path, *overrides: str, **kwargs: object) -> subprocess.CompletedProcess:
     """Train into `run_dir` and fail the test with the output if the run fails."""
     result = run_module("train", *overrides, f"hydra.run.dir={run_dir}", **kwargs)

@@ -62,3 +62,11 @@ def lock_args(flavour: str, find_links: str) -> list[str]:
     # over PyPI's only with the best-match strategy.
     source = ["--find-links", find_links] if find_links else ["--extra-index-url", CPU_INDEX]
     return ["--index-strategy", "unsafe-best-match", *source]
+
+
+def container_command(package: str, gpus: int, overrides: list[str]) -> list[str]:
+    """What a cloud run's container runs (under dumb-init): DDP over the machine's GPUs."""
+    if gpus <= 1:
+        return ["python", "-m", f"{package}.train", *overrides]
+    launch = ["python", "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={gpus}"]
+    return [*launch, "-m", f"{package}.train", *overrides]

@@ -36,3 +36,9 @@ def lock_args(flavour: str, find_links: str) -> list[str]:
     """uv arguments that lock `flavour` (gpu or cpu): each is an extra of pyproject.toml."""
     pins = ["--constraint", "requirements/cuda.txt"] if flavour == "gpu" else []
     return ["--extra", flavour, *pins, *(["--find-links", find_links] if find_links else [])]
+
+
+def container_command(package: str, gpus: int, overrides: list[str]) -> list[str]:
+    """What a cloud run's container runs (under dumb-init): one process over the machine's GPUs."""
+    replicas = ["env", f"NUM_REPLICAS={gpus}"] if gpus > 1 else []
+    return [*replicas, "python", "-m", f"{package}.train", *overrides]

@@ -3,6 +3,7 @@ metric, as the sweep's last lines. A Hydra callback (configs/hydra/default.yaml)
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import Any
 
 import yaml
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,15 @@ def best_run(sweep_dir: Path, metric: str, mode: str) -> tuple[Path, dict[str, A
     return best[1], best[2]
 
 
+def quiet_optuna(config: DictConfig) -> None:
+    """Optuna sets its own logger's level as it loads, after Hydra's logging config: apply the
+    level configs/hydra/default.yaml gives it (hydra_logging.loggers.optuna) once more."""
+    level = OmegaConf.select(config, "hydra.hydra_logging.loggers.optuna.level")
+    if level and "optuna" in str(OmegaConf.select(config, "hydra.sweeper._target_")):
+        optuna = importlib.import_module("optuna")
+        optuna.logging.set_verbosity(logging.getLevelName(level))
+
+
 class SweepSummary(Callback):
     """Names the best job of a sweep when it ends."""
 
@@ -47,6 +57,7 @@ class SweepSummary(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         self.sweep_dir = Path(config.hydra.sweep.dir)  # resolved once: it holds the start time
+        quiet_optuna(config)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         metric = config.get("optimized_metric")

@@ -1,0 +1,88 @@
+"""Where a cloud run goes: project, account, region, zone, bucket, identity.
+
+Each value comes from the project's cloud.toml where it is set there, else from the cloud's own
+CLI configuration (read locally: `gcloud config get-value`, `aws configure get`, `az account
+show`), else a default made from the project's name. Nothing here calls a cloud's API.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+from typing import Any
+
+# The project's cloud.toml; CLOUD_SETTINGS names another file (a team's, a test's).
+SETTINGS = Path(
+    os.environ.get("CLOUD_SETTINGS") or Path(__file__).resolve().parents[1] / "cloud.toml"
+)
+DEFAULT_REGION = {"aws": "us-east-1", "gcp": "us-central1", "azure": "eastus"}
+
+
+def _cli_value(*argv: str) -> str:
+    """What a CLI prints for a local setting; empty when the CLI or the setting is missing."""
+    if shutil.which(argv[0]) is None:
+        return ""
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        return ""
+    value = done.stdout.strip()
+    return value if done.returncode == 0 and value not in ("(unset)", "None") else ""
+
+
+def load(cloud: str, project: str) -> dict[str, Any]:
+    """The settings of `cloud` for the project named `project` (its slug)."""
+    table = tomllib.loads(SETTINGS.read_text(encoding="utf-8")) if SETTINGS.exists() else {}
+    given = dict(table.get(cloud, {}))
+    settings: dict[str, Any] = {"project_name": project, "secrets": dict(table.get("secrets", {}))}
+    if cloud == "aws":
+        region = (
+            given.get("region")
+            or os.environ.get("AWS_REGION")
+            or os.environ.get("AWS_DEFAULT_REGION")
+            or _cli_value("aws", "configure", "get", "region")
+            or DEFAULT_REGION["aws"]
+        )
+        settings |= {
+            "region": region,
+            "bucket": given.get("bucket", ""),  # default from the account: aws.bucket()
+            "instance_profile": given.get("instance_profile", f"{project}-runner"),
+            "image": given.get("image", ""),  # an AMI id, to pin one instead of the newest DLAMI
+        }
+    elif cloud == "gcp":
+        gcp_project = given.get("project") or _cli_value("gcloud", "config", "get-value", "project")
+        region = (
+            given.get("region")
+            or _cli_value("gcloud", "config", "get-value", "compute/region")
+            or DEFAULT_REGION["gcp"]
+        )
+        zone = given.get("zone") or _cli_value("gcloud", "config", "get-value", "compute/zone")
+        settings |= {
+            "project": gcp_project,
+            "region": region,
+            "zone": zone or f"{region}-a",
+            "bucket": given.get("bucket")
+            or (f"gs://{gcp_project}-{project}" if gcp_project else ""),
+            "service_account": given.get("service_account", ""),
+        }
+    elif cloud == "azure":
+        settings |= {
+            "subscription": given.get("subscription")
+            or _cli_value("az", "account", "show", "--query", "id", "--output", "tsv"),
+            "resource_group": given.get("resource_group", project),
+            "location": given.get("location") or given.get("region") or DEFAULT_REGION["azure"],
+            "storage_account": given.get("storage_account", ""),
+            "bucket": given.get("bucket", "az://runs"),
+            "identity": given.get("identity", ""),
+        }
+    else:  # local
+        settings |= {
+            "bucket": given.get("bucket", ""),
+            "registry": given.get("registry", ""),
+            # An EC2-style metadata service to watch for spot notices (a stand-in, in the tests).
+            "metadata_url": given.get("metadata_url", ""),
+        }
+    return settings

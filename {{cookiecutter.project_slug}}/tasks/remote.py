@@ -1,0 +1,433 @@
+"""Training on cloud GPUs: `invoke train --cloud=gcp --gpu=t4` (tasks/run.py hands over here),
+and the runs' status, logs and stop; the GPU catalog; datasets to the project's bucket.
+
+The work is in cloud/ (a plan, then each cloud's own CLI); these tasks take the flags, show the
+price and ask before anything is paid for, and follow a run to its end.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import getpass
+import json
+import shutil
+import sys
+import time
+from typing import Any
+
+from invoke import Context, Exit, task
+
+from cloud import CLIS, PROVIDERS, catalog, runs, settings, startup
+from cloud.commands import Capacity, CloudError, Commands
+from cloud.plan import Plan, PlanError, check_max_hours, check_run_id, new_run_id
+
+from . import framework, image
+from .project import DEFAULT_CLOUD, DEFAULT_GPU, IMAGE, PACKAGE
+
+PUSHES = runs.RUNS / "pushes.json"  # the last push to each cloud
+RUN_DIR = (
+    "/workspace/outputs/run"  # the run's folder in the container; its outputs go to the bucket
+)
+FOLLOW_SECONDS = 10
+
+
+def _fail(error: Exception) -> Exit:
+    return Exit(
+        f"error: {error}", code=2 if isinstance(error, PlanError | catalog.CatalogError) else 1
+    )
+
+
+# --- the image in the cloud's registry ---
+
+
+def push_to(c: Context, cloud: str, cpu: bool, cmd: Commands) -> str:
+    """Push this revision's image to `cloud`'s registry (made on first use); its ref@digest."""
+    provider, options = PROVIDERS[cloud], settings.load(cloud, IMAGE)
+    local_tag = image.tag(c, image.flavour(cpu))
+    if cmd.dry_run:
+        print(f"$ invoke build{' --cpu' if cpu else ''}   # unless {local_tag} is built")
+    elif not image.exists(c, local_tag):
+        print(f"no image {local_tag} yet: building it")
+        image.build(c, cpu=cpu)
+    repository = provider.ensure_repository(options, cmd)
+    if not repository:  # --cloud=local without a registry: the engine runs it by its id
+        return image.image_id(c, local_tag) if not cmd.dry_run else f"{local_tag}@<id>"
+    provider.docker_login(options, cmd, image.DOCKER)
+    remote = f"{repository}:{local_tag.rsplit(':', 1)[1]}"
+    cmd.run([image.DOCKER, "tag", local_tag, remote])
+    cmd.run([image.DOCKER, "push", remote])
+    if cmd.dry_run:
+        return f"{repository}@sha256:<digest of the push>"
+    reference = image.pushed_digest(c, remote)
+    pushes = json.loads(PUSHES.read_text()) if PUSHES.exists() else {}
+    pushes[cloud] = {"image": reference, "tag": remote, "pushed": _now().isoformat()}
+    PUSHES.parent.mkdir(parents=True, exist_ok=True)
+    PUSHES.write_text(json.dumps(pushes, indent=2) + "\n")
+    return reference
+
+
+# --- a run ---
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+
+
+def plan_run(
+    c: Context,
+    cloud: str,
+    gpu: str,
+    spot: bool,
+    region: str,
+    zone: str,
+    image_ref: str,
+    max_hours: str,
+    resume: str,
+    overrides: list[str],
+    cmd: Commands,
+) -> Plan:
+    """Check every flag against the catalog and settings, then make the run's plan."""
+    if cloud not in PROVIDERS:
+        raise PlanError(f"--cloud {cloud!r}: choose one of {', '.join(PROVIDERS)}")
+    hours = check_max_hours(max_hours)
+    name, count = catalog.parse_gpu(gpu or DEFAULT_GPU)
+    offer = None
+    if cloud != "local":
+        offer = catalog.offer(cloud, name, count)
+        catalog.check_runs(offer)
+        if spot and offer.spot is None:
+            raise PlanError(
+                f"--spot: the catalog has no spot price for {offer.machine} on {cloud} "
+                "(not offered as spot there): drop --spot, or choose another GPU"
+            )
+    if image_ref and "@sha256:" not in image_ref and not image_ref.startswith("sha256:"):
+        raise PlanError(
+            f"--image {image_ref}: give it by digest (repo@sha256:...), never a moving tag"
+        )
+    options = settings.load(cloud, IMAGE)
+    if shutil.which(CLIS[cloud]) is None and not cmd.dry_run:
+        raise CloudError(f"{CLIS[cloud]} not found: {_install(cloud)}")
+    run_id = check_run_id(resume) if resume else new_run_id(IMAGE)
+    chosen_region = region or options.get("region") or options.get("location") or ""
+    chosen_zone = zone or (options.get("zone", "") if cloud == "gcp" else "")
+    bucket = PROVIDERS[cloud].ensure_bucket(options, cmd)
+    if cloud == "aws":
+        PROVIDERS[cloud].ensure_identity(options, cmd)
+    container = framework.container_command(
+        PACKAGE, offer.count if offer else 1, [f"hydra.run.dir={RUN_DIR}", *overrides]
+    )
+    return Plan(
+        run_id=run_id,
+        cloud=cloud,
+        offer=offer,
+        spot=spot,
+        region=chosen_region,
+        zone=chosen_zone,
+        image=image_ref or push_to(c, cloud, cpu=cloud == "local", cmd=cmd),
+        max_hours=hours,
+        bucket=f"{bucket}/{IMAGE}/{run_id}",
+        container=container,
+        settings=options,
+        secrets=dict(options["secrets"]),
+        created=_now().isoformat(),
+        user=getpass.getuser(),
+    )
+
+
+def _install(cloud: str) -> str:
+    from cloud.commands import INSTALL
+
+    return INSTALL[CLIS[cloud]]
+
+
+def show(plan: Plan, cmd: Commands) -> None:
+    if plan.cloud == "aws" and plan.spot and not cmd.dry_run:
+        live = PROVIDERS["aws"].live_spot_price(plan, cmd)
+        if live is not None:
+            print(f"live spot price of {plan.offer.machine} in {plan.region}: ${live:.4f}/h")  # type: ignore[union-attr]
+    width = max(len(key) for key, _ in plan.summary())
+    for key, value in plan.summary():
+        print(f"  {key:<{width}}  {value}")
+
+
+def confirm(plan: Plan, yes: bool) -> None:
+    """Ask before paying, unless --yes; never prompt without a terminal."""
+    if yes or plan.cloud == "local":
+        return
+    if not sys.stdin.isatty():
+        raise Exit("error: this run costs money: add --yes to start it without a terminal", 2)
+    answer = input(f"Start it, at up to ${plan.cost_cap}? [y/N] ").strip().lower()
+    if answer not in ("y", "yes"):
+        raise Exit("not started", 1)
+
+
+def launch(plan: Plan, cmd: Commands, detach: bool) -> dict[str, Any]:
+    """Write the startup script and start the machine, trying the region's other zones when
+    one has no capacity."""
+    script_text = startup.render(plan, _registry_host(plan))
+    if cmd.dry_run:
+        print("--- startup script ---")
+        print(script_text)
+        print("--- end of startup script ---")
+    script = runs.folder(plan.run_id) / "startup.sh"
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text(script_text)
+    provider = PROVIDERS[plan.cloud]
+    if plan.cloud == "local":
+        return provider.launch(plan, str(script), cmd, detach=detach)
+    others = [zone for zone in provider.zones(plan.settings, cmd) if zone != plan.zone]
+    for attempt in [plan, *(dataclasses.replace(plan, zone=zone) for zone in others)]:
+        try:
+            ids = provider.launch(attempt, str(script), cmd)
+        except Capacity as error:
+            print(f"{attempt.zone or plan.region}: {error}", file=sys.stderr)
+            continue
+        return ids | {"zone": attempt.zone}
+    raise CloudError(
+        f"no zone of {plan.region} has capacity for {plan.offer.machine} now: try --region, "  # type: ignore[union-attr]
+        f"{'dropping --spot, ' if plan.spot else ''}or a smaller GPU (invoke gpus)"
+    )
+
+
+def _registry_host(plan: Plan) -> str:
+    return plan.image.split("/", 1)[0] if "/" in plan.image else ""
+
+
+def follow_run(plan: Plan, cmd: Commands, printed: int = 0) -> dict[str, Any]:
+    """Print the run's log from the bucket as it grows; its status.json once it has ended."""
+    provider, options = PROVIDERS[plan.cloud], plan.settings
+    while True:
+        status = provider.read_text(f"{plan.bucket}/outputs/status.json", options, cmd)
+        text = provider.read_text(f"{plan.bucket}/outputs/run/train.log", options, cmd) or ""
+        lines = text.splitlines()
+        for line in lines[printed:]:
+            print(line)
+        printed = len(lines)
+        if status:
+            return json.loads(status)
+        time.sleep(FOLLOW_SECONDS)
+
+
+def run_in_cloud(
+    c: Context,
+    cloud: str,
+    gpu: str,
+    spot: bool,
+    region: str,
+    zone: str,
+    image_ref: str,
+    max_hours: str,
+    dry_run: bool,
+    detach: bool,
+    yes: bool,
+    resume: str,
+    retries: int,
+    overrides: list[str],
+) -> None:
+    """The whole of `invoke train --cloud=...`."""
+    cmd = Commands(dry_run=dry_run)
+    try:
+        plan = plan_run(
+            c, cloud, gpu, spot, region, zone, image_ref, max_hours, resume, overrides, cmd
+        )
+        show(plan, cmd)
+        problem = getattr(PROVIDERS[cloud], "quota_problem", lambda *_: None)(plan, cmd)
+        if problem:
+            raise CloudError(problem)
+        if not dry_run:
+            confirm(plan, yes)
+        for attempt in range(retries + 1):
+            if not dry_run:
+                runs.save(plan, {})  # before the machine starts: a run is never unrecorded
+            ids = launch(plan, cmd, detach)
+            if dry_run:
+                return
+            runs.update(plan.run_id, **ids)
+            if detach:
+                print(
+                    f"started {plan.run_id}: invoke logs --run {plan.run_id} --follow; "
+                    f"invoke status --run {plan.run_id}; invoke stop --run {plan.run_id}"
+                )
+                return
+            status = _ended(plan, cmd, ids)
+            runs.update(plan.run_id, status=status)
+            print(f"run {plan.run_id} {status.get('reason')}: outputs in {plan.bucket}/outputs")
+            if status.get("reason") != "preempted" or attempt == retries:
+                if status.get("reason") != "finished":
+                    raise Exit(f"run {plan.run_id} {status.get('reason')}", code=1)
+                return
+            print(f"preempted: relaunching {plan.run_id} (retry {attempt + 1} of {retries})")
+    except (PlanError, catalog.CatalogError, CloudError) as error:
+        raise _fail(error) from None
+
+
+def _ended(plan: Plan, cmd: Commands, ids: dict[str, Any]) -> dict[str, Any]:
+    """status.json of a finished foreground run (local), or followed from the bucket."""
+    if plan.cloud == "local":
+        text = PROVIDERS["local"].read_text(
+            f"{plan.bucket}/outputs/status.json", plan.settings, cmd
+        )
+        return json.loads(text) if text else {"reason": "failed", "exit_code": ids.get("exit_code")}
+    return follow_run(plan, cmd)
+
+
+# --- status, logs, stop, gpus ---
+
+
+def _clouds(cloud: str) -> list[str]:
+    """The clouds to ask: the one given, else those with runs recorded here and the default."""
+    if cloud:
+        if cloud not in PROVIDERS:
+            raise Exit(f"error: --cloud {cloud!r}: choose one of {', '.join(PROVIDERS)}", 2)
+        return [cloud]
+    known = {record["cloud"] for record in runs.all_records()} | {DEFAULT_CLOUD}
+    return [name for name in PROVIDERS if name in known]
+
+
+def _record(run_id: str) -> dict[str, Any]:
+    record = runs.load(check_run_id(run_id))
+    if record is None:
+        raise Exit(f"error: --run {run_id}: no such run here (invoke status lists them)", 2)
+    return record
+
+
+@task(
+    help={
+        "run": "one run's details (default: every run, with its state and cost so far)",
+        "cloud": "ask only this cloud: aws, gcp, azure or local",
+    }
+)
+def status(c: Context, run: str = "", cloud: str = "") -> None:
+    """The cloud runs: cloud, GPU, state, uptime, cost so far, deadline; past ones flagged."""
+    now = _now()
+    rows: list[list[str]] = []
+    seen: set[str] = set()
+    for name in _clouds(cloud):
+        if shutil.which(CLIS[name]) is None:
+            print(f"({name} not asked: {CLIS[name]} not found; {_install(name)})")
+            continue
+        try:
+            found_runs = PROVIDERS[name].runs(settings.load(name, IMAGE), Commands(verbose=False))
+        except CloudError as error:
+            if cloud:  # asked for by name: its error is the answer
+                raise _fail(error) from None
+            print(f"({name} not asked: {error})")
+            continue
+        for found in found_runs:
+            if run and found["run"] != run:
+                continue
+            record = runs.load(found["run"]) or {}
+            seen.add(found["run"])
+            rows.append(_status_row(name, found, record, now))
+    for record in runs.all_records():  # ended runs this machine started
+        if (
+            record["run"] in seen
+            or (run and record["run"] != run)
+            or (cloud and record["cloud"] != cloud)
+        ):
+            continue
+        state = record.get("status", {}).get("reason", "ended")
+        rows.append(
+            [record["run"], record["cloud"], record["gpu"], state, "-", "-", record["deadline"]]
+        )
+    header = ["RUN", "CLOUD", "GPU", "STATE", "UPTIME", "COST SO FAR", "DEADLINE"]
+    _table([header, *rows]) if rows else print("no cloud runs")
+
+
+def _status_row(
+    cloud: str, found: dict[str, Any], record: dict[str, Any], now: datetime.datetime
+) -> list[str]:
+    hours = runs.uptime_hours(record, now) if record else 0.0
+    price = record.get("price") or 0.0
+    deadline = record.get("deadline") or found.get("deadline", "")
+    late = bool(record) and runs.past_deadline(record, now)
+    return [
+        found["run"],
+        cloud,
+        record.get("gpu", found.get("machine", "?")),
+        found["state"] + ("  PAST ITS DEADLINE: invoke stop --run " + found["run"] if late else ""),
+        f"{hours:.2f} h",
+        f"${hours * price:.2f}" if record else "?",
+        deadline,
+    ]
+
+
+def _table(rows: list[list[str]]) -> None:
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(f"{cell!s:<{width}}" for cell, width in zip(row, widths, strict=True)))
+
+
+@task(help={"run": "the run's id (invoke status)", "follow": "keep printing as the log grows"})
+def logs(c: Context, run: str = "", follow: bool = False) -> None:
+    """A cloud run's training log, from its bucket: invoke logs --run ID [--follow]."""
+    if not run:
+        raise Exit("error: invoke logs needs --run ID (invoke status lists the runs)", 2)
+    record = _record(run)
+    provider, options = PROVIDERS[record["cloud"]], settings.load(record["cloud"], IMAGE)
+    cmd = Commands(verbose=False)
+    printed = 0
+    while True:
+        status_text = provider.read_text(f"{record['bucket']}/outputs/status.json", options, cmd)
+        for name in ("logs/train.log", "run/train.log"):  # the whole log once it has ended
+            text = provider.read_text(f"{record['bucket']}/outputs/{name}", options, cmd)
+            if text is not None:
+                lines = text.splitlines()
+                print("\n".join(lines[printed:]), end="\n" if lines[printed:] else "")
+                printed = len(lines)
+                break
+        if not follow or status_text:
+            if status_text:
+                print(f"[run ended: {json.loads(status_text).get('reason')}]")
+            elif not printed:
+                print(f"no log in {record['bucket']}/outputs yet (uploaded every few minutes)")
+            return
+        time.sleep(FOLLOW_SECONDS)
+
+
+@task(help={"run": "the run's id (invoke status)"})
+def stop(c: Context, run: str = "") -> None:
+    """Stop a cloud run and delete its machine; says where its outputs are."""
+    if not run:
+        raise Exit("error: invoke stop needs --run ID (invoke status lists the runs)", 2)
+    record = runs.load(check_run_id(run)) or {"run": run, "cloud": DEFAULT_CLOUD}
+    options = settings.load(record["cloud"], IMAGE)
+    try:
+        PROVIDERS[record["cloud"]].delete(options, record, Commands())
+    except CloudError as error:
+        raise _fail(error) from None
+    runs.update(run, status={"reason": "stopped"})
+    where = record.get("bucket", "the project's bucket")
+    print(
+        f"stopped {run}: its machine is being deleted. Saved: what it uploaded to {where}/outputs "
+        f"(checkpoints every few minutes, and at a graceful stop); resume with "
+        f"invoke train --cloud={record['cloud']} --resume {run}"
+    )
+
+
+@task(help={"cloud": "one cloud's offers (default: every cloud's)"})
+def gpus(c: Context, cloud: str = "") -> None:
+    """The GPU catalog: machine, vCPUs, memory, on-demand and spot $/h, and their source."""
+    if cloud and cloud not in catalog.CLOUDS:
+        raise Exit(f"error: --cloud {cloud!r}: choose one of {', '.join(catalog.CLOUDS)}", 2)
+    rows = [["CLOUD", "GPU", "MACHINE", "vCPU", "GiB", "ON-DEMAND $/h", "SPOT $/h", "REGION"]]
+    for offer in catalog.rows(cloud or None):
+        spot = f"{offer.spot:.4f}" if offer.spot is not None else "-"
+        rows.append(
+            [
+                offer.cloud,
+                f"{offer.gpu}:{offer.count}",
+                offer.machine,
+                str(offer.vcpus),
+                f"{offer.memory_gib:g}",
+                f"{offer.on_demand:.4f}",
+                spot,
+                offer.region,
+            ]
+        )
+    _table(rows)
+    data = catalog.load()
+    print(f"\nEstimates as of {data['as_of']}, from:")
+    for key, source in data["sources"].items():
+        print(f"  {key}: {source['what']} (data dated {source['dated']}, read {source['read']})")

@@ -1,0 +1,174 @@
+"""A loopback stand-in for the Google Compute Engine and Cloud Storage APIs, for the real `gcloud`.
+
+It keeps instances in memory, answers create, get, list and delete as the API does (with
+operations that are done at once), and records every request, so a test reads the exact body
+gcloud sent. It proves what gcloud sends for our flags; it does not prove what Google accepts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import urlsplit
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    body: Any
+
+
+@dataclass
+class GoogleApi:
+    url: str
+    requests: list[Recorded] = field(default_factory=list)
+    instances: dict[str, dict[str, Any]] = field(default_factory=dict)
+    quotas: list[dict[str, Any]] = field(default_factory=list)  # what regions.get answers
+    exhausted: set[str] = field(default_factory=set)  # zones that have no capacity
+
+    def bodies(self, method: str, pattern: str) -> list[Any]:
+        return [r.body for r in self.requests if r.method == method and re.search(pattern, r.path)]
+
+
+def _handler(api: GoogleApi) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:  # quiet
+            pass
+
+        def _answer(self, status: int, body: Any) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _operation(self, zone: str, target: str, kind: str = "insert") -> dict[str, Any]:
+            name = f"op-{len(api.requests)}"
+            return {
+                "kind": "compute#operation",
+                "name": name,
+                "operationType": kind,
+                "status": "DONE",
+                "progress": 100,
+                "zone": f"{api.url}/compute/v1/{zone}",
+                "targetLink": target,
+                "insertTime": "2026-12-01T00:00:00.000-00:00",
+                "selfLink": f"{api.url}/compute/v1/{zone}/operations/{name}",
+            }
+
+        def _route(self, method: str) -> None:
+            path = urlsplit(self.path).path
+            length = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(length) or b"null") if length else None
+            api.requests.append(Recorded(method, path, body))
+            zone = re.search(r"/(projects/[^/]+/zones/[^/]+)/", path + "/")
+            if m := re.search(r"/projects/([^/]+)/zones/([^/]+)$", path):
+                region = m[2].rsplit("-", 1)[0]
+                self._answer(
+                    200,
+                    {
+                        "kind": "compute#zone",
+                        "name": m[2],
+                        "status": "UP",
+                        "region": f"{api.url}/compute/v1/projects/{m[1]}/regions/{region}",
+                        "selfLink": f"{api.url}{path}",
+                    },
+                )
+            elif m := re.search(r"/projects/[^/]+/regions/([^/]+)$", path):
+                self._answer(200, {"kind": "compute#region", "name": m[1], "quotas": api.quotas})
+            elif m := re.search(r"/global/images/family/([^/]+)$", path):
+                self._answer(
+                    200, {"name": f"{m[1]}-v1", "family": m[1], "selfLink": f"{api.url}{path}"}
+                )
+            elif (
+                method == "POST"
+                and path.endswith("/instances")
+                and zone
+                and (zone[1].rsplit("/", 1)[-1] in api.exhausted)
+            ):
+                where = zone[1]
+                self._answer(
+                    503,
+                    {
+                        "error": {
+                            "code": 503,
+                            "message": (
+                                f"The zone '{where}' does not have enough resources "
+                                "available to fulfill the request.  Try a different zone, "
+                                "or try again later."
+                            ),
+                            "errors": [
+                                {
+                                    "reason": "ZONE_RESOURCE_POOL_EXHAUSTED",
+                                    "domain": "global",
+                                    "message": f"The zone '{where}' does not have enough resources",
+                                }
+                            ],
+                        }
+                    },
+                )
+            elif method == "POST" and path.endswith("/instances") and zone:
+                name = body["name"]
+                api.instances[name] = {
+                    **body,
+                    "kind": "compute#instance",
+                    "status": "RUNNING",
+                    "zone": f"{api.url}/compute/v1/{zone[1]}",
+                    "selfLink": f"{api.url}{path}/{name}",
+                    "creationTimestamp": "2026-12-01T00:00:00.000-00:00",
+                }
+                self._answer(200, self._operation(zone[1], f"{api.url}{path}/{name}"))
+            elif re.search(r"/operations/[^/]+(/wait)?$", path) and zone:
+                self._answer(200, self._operation(zone[1], ""))
+            elif method == "GET" and (m := re.search(r"/instances/([^/]+)$", path)):
+                found = api.instances.get(m[1])
+                self._answer(200 if found else 404, found or {"error": {"code": 404}})
+            elif method == "DELETE" and (m := re.search(r"/instances/([^/]+)$", path)) and zone:
+                api.instances.pop(m[1], None)
+                self._answer(200, self._operation(zone[1], f"{api.url}{path}", "delete"))
+            elif method == "GET" and path.endswith("/aggregated/instances"):
+                by_zone: dict[str, Any] = {}
+                for instance in api.instances.values():
+                    key = "zones/" + instance["zone"].rsplit("/", 1)[-1]
+                    by_zone.setdefault(key, {"instances": []})["instances"].append(instance)
+                self._answer(200, {"items": by_zone})
+            elif method == "GET" and path.endswith("/instances") and zone:
+                self._answer(200, {"items": list(api.instances.values())})
+            elif m := re.search(r"/storage/v1/b/([^/]+)$", path):
+                self._answer(200, {"name": m[1], "kind": "storage#bucket", "location": "US"})
+            else:
+                self._answer(404, {"error": {"code": 404, "message": f"no stand-in for {path}"}})
+
+        def do_GET(self) -> None:
+            self._route("GET")
+
+        def do_POST(self) -> None:
+            self._route("POST")
+
+        def do_DELETE(self) -> None:
+            self._route("DELETE")
+
+    return Handler
+
+
+@contextlib.contextmanager
+def serve() -> Iterator[GoogleApi]:
+    """The stand-in on a free loopback port, for the length of the block."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(GoogleApi("")))
+    api = GoogleApi(f"http://127.0.0.1:{server.server_address[1]}")
+    server.RequestHandlerClass = _handler(api)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield api
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -1,0 +1,185 @@
+"""AWS with the real AWS CLI against moto_server, a local implementation of the AWS API: what
+`invoke push --cloud=aws`, `train --cloud=aws`, `status` and `stop` make there.
+
+moto proves that the CLI accepts our command lines and what they ask for; it does not prove that
+AWS grants capacity, or that the Deep Learning AMI boots (its SSM name is reserved in moto, so
+the tests pin an AMI moto has, as cloud.toml's `image` lets you)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import invoke_cli, project_env
+from helpers import services
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("aws") is None or shutil.which("moto_server") is None,
+    reason="needs the AWS CLI and moto_server (pip install awscli 'moto[server]')",
+)
+DIGEST = "sha256:" + "7" * 64
+SECRET = "token-fedcba9876543210"
+
+
+def aws(env: dict[str, str], *args: str) -> dict:
+    done = subprocess.run(
+        ["aws", *args, "--output", "json"], env=env, capture_output=True, text=True, check=True
+    )
+    return json.loads(done.stdout or "{}")
+
+
+@pytest.fixture(scope="module")
+def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """One moto_server for the module (its state carries over: each test finds its own run)."""
+    tmp_path = tmp_path_factory.mktemp("aws")
+    with services.moto_server() as url:
+        assert url is not None
+        env = project_env(
+            AWS_ENDPOINT_URL=url,
+            AWS_ACCESS_KEY_ID="testing",
+            AWS_SECRET_ACCESS_KEY="testing",
+            AWS_DEFAULT_REGION="us-east-1",
+            CLOUD_RUNS=str(tmp_path / "runs"),
+            DATA_TOKEN=SECRET,
+        )
+        ami = aws(env, "ec2", "describe-images", "--owners", "amazon")["Images"][0]["ImageId"]
+        settings = tmp_path / "cloud.toml"
+        settings.write_text(
+            f'[aws]\nregion = "us-east-1"\nbucket = "s3://runs-bucket"\nimage = "{ami}"\n'
+            '[secrets]\nDATA_TOKEN = "data-token"\n'
+        )
+        yield env | {"CLOUD_SETTINGS": str(settings)}
+
+
+def instances(env: dict[str, str], run_id: str | None = None) -> list[dict]:
+    """The instances on moto that are not terminated (of one run, when given; else of all)."""
+    found = [
+        instance
+        for reservation in aws(env, "ec2", "describe-instances")["Reservations"]
+        for instance in reservation["Instances"]
+        if run_id or instance["State"]["Name"] != "terminated"
+    ]
+    if run_id is None:
+        return found
+    return [i for i in found if {"Key": "invoke-run", "Value": run_id} in i.get("Tags", [])]
+
+
+def fake_docker(tmp_path: Path) -> Path:
+    """A docker client that does nothing but answer `image inspect` as after a push."""
+    script = tmp_path / "docker"
+    script.write_text(
+        f"#!{sys.executable}\n"
+        "import json, sys\n"
+        "if sys.argv[1:3] == ['image', 'inspect']:\n"
+        "    repository = sys.argv[-1].rsplit(':', 1)[0]\n"
+        f"    print(json.dumps([dict(Id='sha256:1', RepoDigests=[repository + '@{DIGEST}'])]))\n"
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return script
+
+
+def test_push_makes_the_repository_and_records_the_digest(moto: dict, tmp_path: Path) -> None:
+    env = moto | {"DOCKER": str(fake_docker(tmp_path))}
+    done = invoke_cli("push", "--cloud=aws", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (repository,) = aws(moto, "ecr", "describe-repositories")["repositories"]
+    assert repository["repositoryName"] == "{{ cookiecutter.project_slug }}"
+    reference = f"{repository['repositoryUri']}@{DIGEST}"
+    assert done.stdout.strip().endswith(f"digest {reference}")
+    pushes = json.loads((Path(moto["CLOUD_RUNS"]) / "pushes.json").read_text())
+    assert pushes["aws"]["image"] == reference
+
+
+def test_a_spot_t4_run_is_a_g4dn_that_terminates_itself(moto: dict) -> None:
+    image = f"123456789012.dkr.ecr.us-east-1.amazonaws.com/project@{DIGEST}"
+    done = invoke_cli(
+        "train",
+        "--cloud=aws",
+        "--gpu=t4",
+        "--spot",
+        "--yes",
+        "--detach",
+        f"--image={image}",
+        "--",
+        "trainer=gpu",
+        env=moto,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    run_id = done.stdout.split("started ", 1)[1].split(":", 1)[0]
+    (instance,) = instances(moto, run_id)
+    tags = {tag["Key"]: tag["Value"] for tag in instance["Tags"]}
+    assert instance["InstanceType"] == "g4dn.xlarge"
+    assert instance["InstanceLifecycle"] == "spot"
+    assert instance["IamInstanceProfile"]["Arn"].endswith(
+        "instance-profile/{{ cookiecutter.project_slug }}-runner"
+    )
+    assert tags["invoke-managed"] == "true" and {"invoke-deadline", "invoke-creator"} <= set(tags)
+    attribute = ["ec2", "describe-instance-attribute", "--instance-id", instance["InstanceId"]]
+    behaviour = aws(moto, *attribute, "--attribute", "instanceInitiatedShutdownBehavior")
+    assert behaviour["InstanceInitiatedShutdownBehavior"]["Value"] == "terminate"
+    user_data = aws(moto, *attribute, "--attribute", "userData")["UserData"]["Value"]
+    script = base64.b64decode(user_data).decode()
+    assert f"IMAGE={image}" in script and f"RUN_ID={run_id}" in script
+    assert SECRET not in script and "testing" not in script, "no secret in the user data"
+    assert "SECRETS=DATA_TOKEN=data-token" in script
+    assert aws(moto, "iam", "get-role", "--role-name", "{{ cookiecutter.project_slug }}-runner")
+
+    listed = invoke_cli("status", env=moto | {"CLOUD_SETTINGS": moto["CLOUD_SETTINGS"]})
+    assert listed.returncode == 0, listed.stderr
+    row = next(line for line in listed.stdout.splitlines() if line.startswith(run_id))
+    assert "aws" in row and "1 x t4" in row and "running" in row
+
+    stopped = invoke_cli("stop", "--run", run_id, env=moto)
+    assert stopped.returncode == 0, stopped.stderr
+    assert instances(moto, run_id)[0]["State"]["Name"] in ("shutting-down", "terminated")
+    assert "s3://runs-bucket/" in stopped.stdout
+
+
+def test_a_count_aws_does_not_offer_is_refused_with_the_choices(moto: dict) -> None:
+    before = len(aws(moto, "ec2", "describe-instances")["Reservations"])
+    done = invoke_cli(
+        "train", "--cloud=aws", "--gpu=t4:2", "--yes", f"--image=x@{DIGEST}", env=moto
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "error: --gpu t4:2: aws has no machine with 2 x t4; it offers t4:1, t4:4, t4:8"
+    )
+    assert len(aws(moto, "ec2", "describe-instances")["Reservations"]) == before
+
+
+def test_no_terminal_and_no_yes_starts_nothing(moto: dict) -> None:
+    before = len(aws(moto, "ec2", "describe-instances")["Reservations"])
+    done = invoke_cli("train", "--cloud=aws", "--gpu=t4", f"--image=x@{DIGEST}", env=moto)
+    assert done.returncode == 2
+    assert "add --yes" in done.stderr and "$0." in done.stdout  # the price was shown
+    assert len(aws(moto, "ec2", "describe-instances")["Reservations"]) == before
+
+
+def test_a_missing_cli_and_a_missing_login_get_one_line_each(tmp_path: Path) -> None:
+    bare = project_env(PATH="/usr/bin:/bin", CLOUD_RUNS=str(tmp_path / "runs"))
+    done = invoke_cli("push", "--cloud=aws", env=bare | {"DOCKER": str(fake_docker(tmp_path))})
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        "error: aws not found: pip install awscli (or the AWS CLI v2: https://aws.amazon.com/cli/)"
+    )
+    logged_out = project_env(
+        AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
+        AWS_CONFIG_FILE=str(tmp_path / "none"),
+        AWS_EC2_METADATA_DISABLED="true",
+        CLOUD_RUNS=str(tmp_path / "runs"),
+        DOCKER=str(fake_docker(tmp_path)),
+    )
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        logged_out.pop(name, None)
+    done = invoke_cli("push", "--cloud=aws", env=logged_out)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        "error: not logged in to AWS: aws configure (or aws sso login)"
+    )

@@ -1,0 +1,126 @@
+"""Azure: the exact `az` command lines of every GPU and spot case, and the real `az` (azure-cli,
+offline) accepting their arguments. A valid command line gets as far as "Please run 'az login'";
+a bad flag or value stops earlier, at the argument parser."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import PROJECT_ROOT, invoke_cli, project_env
+
+from cloud import catalog
+
+CATALOG = json.loads((PROJECT_ROOT / "cloud" / "catalog.json").read_text())
+
+
+def runs_here(gpu: str, count: int) -> bool:
+    """Whether this project's GPU image runs on that machine (its CUDA against the GPU's)."""
+    try:
+        catalog.check_runs(catalog.offer("azure", gpu, count))
+    except catalog.CatalogError:
+        return False
+    return True
+
+
+CASES = [
+    (gpu, int(count), spot)
+    for gpu, counts in CATALOG["clouds"]["azure"]["gpus"].items()
+    for count, entry in counts.items()
+    for spot in (False, True)
+    if (entry["spot"] is not None or not spot) and runs_here(gpu, int(count))
+]
+DIGEST = "sha256:" + "9" * 64
+IMAGE = f"projectregistry.azurecr.io/project@{DIGEST}"
+IDENTITY = (
+    "/subscriptions/0000/resourceGroups/ops/providers/Microsoft.ManagedIdentity/"
+    "userAssignedIdentities/runner"
+)
+AZ = os.environ.get("AZ_CLI") or shutil.which("az")
+
+
+def dry_run(tmp_path: Path, gpu: str, count: int, spot: bool) -> list[list[str]]:
+    """The az commands `invoke train --cloud=azure --dry-run` prints."""
+    settings = tmp_path / "cloud.toml"
+    settings.write_text(
+        f'[azure]\nresource_group = "ops"\nlocation = "eastus"\nidentity = "{IDENTITY}"\n'
+        'storage_account = "projectruns"\nbucket = "az://runs"\n'
+    )
+    env = project_env(CLOUD_SETTINGS=str(settings), CLOUD_RUNS=str(tmp_path / "runs"))
+    flags = ["--spot"] if spot else []
+    done = invoke_cli(
+        "train",
+        "--cloud=azure",
+        f"--gpu={gpu}:{count}",
+        *flags,
+        "--dry-run",
+        f"--image={IMAGE}",
+        env=env,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return [shlex.split(line[2:]) for line in done.stdout.splitlines() if line.startswith("$ az ")]
+
+
+def flag(command: list[str], name: str) -> str:
+    return command[command.index(name) + 1]
+
+
+@pytest.mark.parametrize(
+    ("gpu", "count", "spot"), CASES, ids=[f"{g}:{n}{'-spot' if s else ''}" for g, n, s in CASES]
+)
+def test_the_vm_of_each_gpu_and_spot_case(tmp_path: Path, gpu: str, count: int, spot: bool) -> None:
+    group, vm = dry_run(tmp_path, gpu, count, spot)
+    run_id = flag(vm, "--name")
+    assert group[:4] == ["az", "group", "create", "--name"] and group[4] == run_id
+    assert vm[:3] == ["az", "vm", "create"] and flag(vm, "--resource-group") == run_id
+    assert flag(vm, "--size") == CATALOG["clouds"]["azure"]["gpus"][gpu][str(count)]["machine"]
+    assert flag(vm, "--image") == CATALOG["clouds"]["azure"]["image"]["urn"]
+    assert flag(vm, "--assign-identity") == IDENTITY
+    assert flag(vm, "--os-disk-delete-option") == "Delete"
+    assert flag(vm, "--nic-delete-option") == "Delete"
+    assert flag(vm, "--nsg-rule") == "NONE"
+    assert Path(flag(vm, "--custom-data")).read_text().count(f"IMAGE={IMAGE}") == 1
+    assert f"invoke-run={run_id}" in vm and "invoke-managed=true" in vm
+    if spot:
+        assert [flag(vm, "--priority"), flag(vm, "--max-price"), flag(vm, "--eviction-policy")] == [
+            "Spot",
+            "-1",
+            "Delete",
+        ]
+    else:
+        assert "--priority" not in vm
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(AZ is None, reason="azure-cli is not installed (pip install azure-cli)")
+@pytest.mark.parametrize("spot", [False, True], ids=["on-demand", "spot"])
+def test_az_accepts_every_argument(tmp_path: Path, spot: bool) -> None:
+    """Offline: az parses the whole command line and stops only because nobody is logged in."""
+    config = tmp_path / "azure"
+    for command in dry_run(tmp_path, "t4", 1, spot):
+        done = subprocess.run(
+            [str(AZ), *command[1:]],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "AZURE_CONFIG_DIR": str(config)},
+        )
+        assert "Please run 'az login'" in done.stderr, (command, done.stderr[-2000:])
+        assert "unrecognized arguments" not in done.stderr
+
+
+def test_a_gpu_azure_lacks_is_refused_with_its_gpus(tmp_path: Path) -> None:
+    env = project_env(CLOUD_RUNS=str(tmp_path / "runs"))
+    done = invoke_cli(
+        "train", "--cloud=azure", "--gpu=l4", "--dry-run", f"--image={IMAGE}", env=env
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "error: --gpu l4: azure offers no l4 in the catalog; it offers t4, a10, v100, a100, "
+        "a100-80gb, h100 (invoke gpus --cloud azure)"
+    )

@@ -1,0 +1,196 @@
+"""Google Cloud with the real `gcloud` against a loopback stand-in for the Compute API: the exact
+requests `invoke train --cloud=gcp`, `status` and `stop` send, checked field by field."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import invoke_cli, project_env
+from helpers import google_api
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("gcloud") is None, reason="gcloud is not installed (the Google Cloud CLI)"
+)
+DIGEST = "sha256:" + "5" * 64
+IMAGE = f"us-central1-docker.pkg.dev/my-project/repo@{DIGEST}"
+SECRET = "token-0123456789abcdef"
+
+
+@pytest.fixture
+def gcp(tmp_path: Path) -> Iterator[tuple[google_api.GoogleApi, dict[str, str]]]:
+    (tmp_path / "token").write_text("dummy-token\n")
+    settings = tmp_path / "cloud.toml"
+    settings.write_text(
+        '[gcp]\nproject = "my-project"\nregion = "us-central1"\nzone = "us-central1-b"\n'
+        'bucket = "gs://my-bucket"\nservice_account = "runner@my-project.iam.gserviceaccount.com"\n'
+        '[secrets]\nDATA_TOKEN = "data-token"\n'
+    )
+    with google_api.serve() as api:
+        yield (
+            api,
+            project_env(
+                CLOUDSDK_CONFIG=str(tmp_path / "gcloud"),
+                CLOUDSDK_AUTH_ACCESS_TOKEN_FILE=str(tmp_path / "token"),
+                CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE=f"{api.url}/compute/v1/",
+                CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE=f"{api.url}/storage/v1/",
+                CLOUDSDK_CORE_DISABLE_PROMPTS="1",
+                CLOUD_SETTINGS=str(settings),
+                CLOUD_RUNS=str(tmp_path / "runs"),
+                DATA_TOKEN=SECRET,
+            ),
+        )
+
+
+def test_a_spot_t4_run_sends_every_setting(gcp: tuple[google_api.GoogleApi, dict]) -> None:
+    api, env = gcp
+    done = invoke_cli(
+        "train",
+        "--cloud=gcp",
+        "--gpu=t4",
+        "--spot",
+        "--yes",
+        "--detach",
+        f"--image={IMAGE}",
+        "--max-hours=2",
+        "--",
+        "trainer=gpu",
+        env=env,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    (body,) = api.bodies("POST", r"/projects/my-project/zones/us-central1-b/instances$")
+    run_id = body["name"]
+    assert body["machineType"].endswith("/zones/us-central1-b/machineTypes/n1-standard-8")
+    (accelerator,) = body["guestAccelerators"]
+    assert accelerator["acceleratorType"].endswith("/acceleratorTypes/nvidia-tesla-t4")
+    assert accelerator["acceleratorCount"] == 1
+    scheduling = body["scheduling"]
+    assert scheduling["provisioningModel"] == "SPOT"
+    assert scheduling["instanceTerminationAction"] == "DELETE"
+    assert scheduling["onHostMaintenance"] == "TERMINATE"
+    assert scheduling["automaticRestart"] is False
+    assert scheduling["maxRunDuration"] == {"seconds": "7200"}
+    assert body["labels"]["invoke-run"] == run_id and body["labels"]["invoke-managed"] == "true"
+    assert {"invoke-project", "invoke-creator", "invoke-deadline"} <= set(body["labels"])
+    (account,) = body["serviceAccounts"]
+    assert account["email"] == "runner@my-project.iam.gserviceaccount.com"
+    assert account["scopes"] == ["https://www.googleapis.com/auth/cloud-platform"]
+    disk = body["disks"][0]["initializeParams"]
+    assert disk["sourceImage"].endswith("/family/common-cu129-ubuntu-2204-nvidia-580")
+    metadata = {item["key"]: item["value"] for item in body["metadata"]["items"]}
+    script = metadata["startup-script"]
+    assert f"IMAGE={IMAGE}" in script and "CLOUD=gcp" in script
+    assert "SECRETS=DATA_TOKEN=data-token" in script  # the secret's name, read on the VM
+    assert SECRET not in str(body), "no secret in the VM's metadata"
+    assert metadata["install-nvidia-driver"] == "True"
+
+    listed = invoke_cli("status", "--cloud", "gcp", env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert run_id in listed.stdout and "running" in listed.stdout and "1 x t4" in listed.stdout
+
+    stopped = invoke_cli("stop", "--run", run_id, env=env)
+    assert stopped.returncode == 0, stopped.stderr
+    assert api.bodies("DELETE", rf"/zones/us-central1-b/instances/{run_id}$") == [None]
+    assert run_id not in api.instances
+
+
+def test_a_gpu_built_into_its_machine_type_takes_no_accelerator(
+    gcp: tuple[google_api.GoogleApi, dict],
+) -> None:
+    api, env = gcp
+    done = invoke_cli(
+        "train", "--cloud=gcp", "--gpu=l4", "--yes", "--detach", f"--image={IMAGE}", env=env
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    (body,) = api.bodies("POST", r"/instances$")
+    assert body["machineType"].endswith("/machineTypes/g2-standard-4")
+    assert "guestAccelerators" not in body
+    assert body["scheduling"]["provisioningModel"] == "STANDARD"
+
+
+def test_a_dry_run_prints_the_commands_and_sends_nothing(
+    gcp: tuple[google_api.GoogleApi, dict],
+) -> None:
+    api, env = gcp
+    done = invoke_cli(
+        "train", "--cloud=gcp", "--gpu=t4:2", "--dry-run", f"--image={IMAGE}", env=env
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "$ gcloud compute instances create" in done.stdout
+    assert "--accelerator=type=nvidia-tesla-t4,count=2" in done.stdout
+    assert "--- startup script ---" in done.stdout and SECRET not in done.stdout
+    assert [r for r in api.requests if r.method != "GET"] == []
+
+
+def test_a_short_gpu_quota_is_named_before_anything_starts(
+    gcp: tuple[google_api.GoogleApi, dict],
+) -> None:
+    api, env = gcp
+    api.quotas.append({"metric": "PREEMPTIBLE_NVIDIA_T4_GPUS", "limit": 1.0, "usage": 1.0})
+    done = invoke_cli(
+        "train", "--cloud=gcp", "--gpu=t4", "--spot", "--yes", f"--image={IMAGE}", env=env
+    )
+    assert done.returncode == 1
+    assert "quota: PREEMPTIBLE_NVIDIA_T4_GPUS in us-central1 has 0 of 1 GPUs free" in done.stderr
+    assert api.bodies("POST", r"/instances$") == []
+
+
+def test_a_zone_without_capacity_passes_the_run_to_the_next(
+    gcp: tuple[google_api.GoogleApi, dict],
+) -> None:
+    api, env = gcp
+    api.exhausted.update({"us-central1-b", "us-central1-a"})
+    done = invoke_cli(
+        "train", "--cloud=gcp", "--gpu=t4", "--yes", "--detach", f"--image={IMAGE}", env=env
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "us-central1-b: capacity: the cloud says" in done.stderr
+    tried = [
+        r.path.split("/zones/")[1].split("/")[0]
+        for r in api.requests
+        if r.method == "POST" and r.path.endswith("/instances")
+    ]
+    assert tried == ["us-central1-b", "us-central1-a", "us-central1-c"]
+    (instance,) = api.instances.values()
+    assert instance["zone"].endswith("/zones/us-central1-c")
+
+    api.exhausted.update({"us-central1-c", "us-central1-f"})
+    none = invoke_cli(
+        "train",
+        "--cloud=gcp",
+        "--gpu=t4",
+        "--spot",
+        "--yes",
+        "--detach",
+        f"--image={IMAGE}",
+        env=env,
+    )
+    assert none.returncode == 1
+    assert none.stderr.strip().splitlines()[-1] == (
+        "error: no zone of us-central1 has capacity for n1-standard-8 now: try --region, "
+        "dropping --spot, or a smaller GPU (invoke gpus)"
+    )
+
+
+@pytest.mark.parametrize("cloud", ["gcp", "azure"])
+def test_push_in_a_dry_run_makes_the_registry_and_pushes(cloud: str, tmp_path: Path) -> None:
+    settings = tmp_path / "cloud.toml"
+    settings.write_text(
+        '[gcp]\nproject = "my-project"\nregion = "europe-west4"\n[azure]\nresource_group = "ops"\n'
+    )
+    env = project_env(CLOUD_SETTINGS=str(settings), CLOUD_RUNS=str(tmp_path / "runs"))
+    done = invoke_cli("push", f"--cloud={cloud}", "--dry-run", env=env | {"DOCKER": "true"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    printed = [line for line in done.stdout.splitlines() if line.startswith("$ ")]
+    if cloud == "gcp":
+        assert printed[1].startswith(
+            "$ gcloud artifacts repositories describe {{ cookiecutter.project_slug }} --location=europe-west4"
+        )
+        assert "$ gcloud auth configure-docker europe-west4-docker.pkg.dev --quiet" in printed
+        remote = "europe-west4-docker.pkg.dev/my-project/{{ cookiecutter.project_slug }}"
+    else:
+        assert any(line.startswith("$ az acr show --name") for line in printed)
+        remote = f"{'{{ cookiecutter.project_slug }}'.replace('-', '')}registry.azurecr.io/{{ cookiecutter.project_slug }}"
+    assert any(line.startswith(f"$ true push {remote}:") for line in printed), printed

@@ -1,0 +1,112 @@
+"""The cloud launch's data and its checks, before any cloud is asked: the catalog is complete and
+sourced, run ids are valid everywhere, a run that cannot work is refused with the choices."""
+
+from __future__ import annotations
+
+import datetime
+import re
+
+import pytest
+from conftest import invoke_cli, project_env
+
+from cloud import catalog, plan
+
+DIGEST = "sha256:" + "3" * 64
+
+
+def test_every_catalog_row_is_complete_priced_and_sourced() -> None:
+    data = catalog.load()
+    assert datetime.date.fromisoformat(data["as_of"]) <= datetime.date.today()
+    for source in data["sources"].values():
+        assert source["url"].startswith("https://") and source["what"]
+        assert datetime.date.fromisoformat(source["read"]) <= datetime.date.today()
+        assert source["dated"] == "unknown" or datetime.date.fromisoformat(source["dated"])
+    for cloud in catalog.CLOUDS:
+        image = catalog.vm_image(cloud)
+        assert re.fullmatch(r"\d{3}", image["driver"]) and image["source"] in data["sources"]
+        for offer in catalog.rows(cloud):
+            assert offer.machine and offer.vcpus > 0 and offer.memory_gib > 0, offer
+            assert offer.on_demand > 0, offer
+            assert offer.spot is None or offer.spot > 0, offer
+            assert offer.spot is not None or offer.note, f"{offer}: say why there is no spot price"
+            assert offer.gpu in data["gpus"]
+    assert "2" not in data["clouds"]["aws"]["gpus"]["t4"], "AWS has no 2 x T4"
+
+
+def test_run_ids_fit_every_clouds_naming_rules() -> None:
+    now = datetime.datetime(2026, 12, 1, 9, 30, tzinfo=datetime.UTC)
+    for project in ("cloud-gpu-project", "a-very-long-project-name-indeed-for-runs", "7up"):
+        run_id = plan.new_run_id(project, now)
+        assert plan.RUN_ID.match(run_id) and len(run_id) <= 40, run_id
+        assert "261201-093000" in run_id
+    with pytest.raises(plan.PlanError, match="lowercase letters"):
+        plan.check_run_id("Run_1")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--cloud=aws", "--gpu=h100", "--spot"], "no spot price for p5.4xlarge"),
+        (["--cloud=gcp", "--gpu=a10g"], "gcp offers no a10g in the catalog; it offers t4, l4,"),
+        (["--cloud=aws", "--gpu=t5"], "--gpu 't5': no GPU 't5'; choose one of t4, l4"),
+        (["--cloud=aws", "--gpu=t4:two"], "the count after ':' must be a whole number"),
+        (["--cloud=aws", "--gpu=t4", "--max-hours=0"], "give more than 0 and at most 168 hours"),
+        (["--cloud=mars", "--gpu=t4"], "--cloud 'mars': choose one of aws, gcp, azure, local"),
+        (["--cloud=aws", "--gpu=t4", "--image=repo:latest"], "give it by digest"),
+        (["--cloud=aws", "--gpu=t4", "--resume=Not_A_Run"], "a run id is lowercase"),
+        (["--gpu=t4"], "--gpu, --image: only with --cloud"),
+        (["--cloud=aws", "--gpus=2"], "with --cloud, --gpu NAME:COUNT"),
+    ],
+)
+def test_a_run_that_cannot_work_is_refused_before_anything(
+    args: list[str], message: str, tmp_path
+) -> None:
+    image = [] if any(a.startswith("--image") for a in args) else [f"--image=r@{DIGEST}"]
+    env = project_env(CLOUD_RUNS=str(tmp_path / "runs"), CLOUD_SETTINGS=str(tmp_path / "none"))
+    done = invoke_cli("train", *args, *image, "--dry-run", env=env)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert message in done.stderr, done.stderr
+    assert "$ " not in done.stdout, "nothing was run, not even printed"
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_gpu_older_than_the_images_cuda_is_refused_and_a_newer_one_is_not(tmp_path) -> None:
+    needs = catalog.project_image()
+    env = project_env(CLOUD_RUNS=str(tmp_path / "runs"), CLOUD_SETTINGS=str(tmp_path / "none"))
+    volta = catalog.gpu_spec("v100")["compute_capability"]
+    args = ["--cloud=aws", "--gpu=v100", f"--image=r@{DIGEST}", "--dry-run"]
+    done = invoke_cli("train", *args, env=env)
+    if catalog.version(volta) < catalog.version(needs["min_compute_capability"]):
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert f"CUDA {needs['cuda']} runs on compute capability" in done.stderr, done.stderr
+        assert "a v100 is 7.0: choose a newer GPU" in done.stderr, done.stderr
+    else:  # a CUDA 12 image still runs on Volta
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "--instance-type p3.2xlarge" in done.stdout, done.stdout
+
+
+def test_gpus_lists_the_catalog_with_its_sources() -> None:
+    done = invoke_cli("gpus", "--cloud", "aws")
+    assert done.returncode == 0, done.stderr
+    row = r"aws\s+t4:1\s+g4dn\.xlarge\s+4\s+16\s+0\.5260\s+0\.2158\s+us-east-1"
+    assert re.search(row, done.stdout)
+    assert "Estimates as of" in done.stdout and "read 2026-" in done.stdout
+    assert invoke_cli("gpus", "--cloud", "ibm").returncode == 2
+
+
+def test_data_push_uploads_and_says_what_to_train_on(tmp_path) -> None:
+    settings = tmp_path / "cloud.toml"
+    settings.write_text(f'[local]\nbucket = "{tmp_path / "bucket"}"\n')
+    (tmp_path / "mine.npz").write_bytes(b"not really arrays")
+    env = project_env(CLOUD_SETTINGS=str(settings), CLOUD_RUNS=str(tmp_path / "runs"))
+    done = invoke_cli("data.push", str(tmp_path / "mine.npz"), "--cloud=local", env=env)
+    assert done.returncode == 0, done.stderr
+    uploaded = tmp_path / "bucket" / "{{ cookiecutter.project_slug }}" / "data" / "mine.npz"
+    assert uploaded.read_bytes() == b"not really arrays"
+    assert f"data=files data.source={uploaded}" in done.stdout
+    spaced = invoke_cli("data", "push", str(tmp_path / "mine.npz"), "--cloud=local", env=env)
+    assert spaced.returncode == 2
+    hint = "invoke names a task of a group with a dot: invoke data.push"
+    assert spaced.stderr.strip().startswith(hint)
+    missing = invoke_cli("data.push", str(tmp_path / "nope.npz"), env=env)
+    assert missing.returncode == 2 and "nope.npz: no such file or folder" in missing.stderr
