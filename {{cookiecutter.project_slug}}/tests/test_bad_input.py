@@ -38,6 +38,7 @@ BAD = {
     "trainer.compile=maybe": "trainer.compile=maybe must be true or false",
     "trainer.deterministic=often": "trainer.deterministic=often must be true or false",
     "trainer.log_every_n_steps=0": "trainer.log_every_n_steps=0 must be an integer of at least 1",
+    "trainer.stop_check_every_n_steps=-2": "stop_check_every_n_steps=-2 must be an integer of",
     "trainer.progress_bar=sometimes": "trainer.progress_bar=sometimes must be null or true or",
     "trainer.limit_train_batches=0": "trainer.limit_train_batches=0 must be null or an integer",
     "trainer.limit_eval_batches=-2": "trainer.limit_eval_batches=-2 must be null or an integer",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -13,16 +14,20 @@ from {{ cookiecutter.package_name }} import checkpoint
 
 
 def torchrun(
-    run_dir: Path | None, *overrides: str, cwd: Path = PROJECT_ROOT
+    run_dir: Path | None,
+    *overrides: str,
+    cwd: Path = PROJECT_ROOT,
+    script: list[str] | None = None,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
     command = [
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-        "-m", f"{PACKAGE}.train", *SHORT, *overrides,
+        *(script or ["-m", f"{PACKAGE}.train"]), *SHORT, *overrides,
     ]  # fmt: skip
     if run_dir is not None:
         command.append(f"hydra.run.dir={run_dir}")
     return subprocess.run(
-        command, cwd=cwd, env=project_env(), capture_output=True, text=True, timeout=600
+        command, cwd=cwd, env=env or project_env(), capture_output=True, text=True, timeout=600
     )
 
 
@@ -48,3 +53,27 @@ def test_ddp_without_a_run_dir_makes_one_folder(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     runs = list((tmp_path / "outputs" / "debug").iterdir())
     assert len(runs) == 1 and (runs[0] / "metrics.json").is_file()
+
+
+@pytest.mark.slow
+def test_a_ddp_step_runs_one_collective_and_stop_votes_come_every_n_steps(tmp_path: Path) -> None:
+    """Counted by torch's profiler on both ranks: 3 epochs of 5 steps (15), one validation each."""
+    counts = {}
+    for every in (1000, 5):
+        out = tmp_path / f"every-{every}"
+        out.mkdir()
+        done = torchrun(
+            out / "run",
+            f"trainer.stop_check_every_n_steps={every}",
+            script=[str(PROJECT_ROOT / "tests" / "helpers" / "collectives.py")],
+            env=project_env(COLLECTIVES_OUT=str(out)),
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        ranks = [json.loads((out / f"{rank}.json").read_text()) for rank in (0, 1)]
+        assert ranks[0] == ranks[1], "both ranks run the same collectives"
+        counts[every] = ranks[0].get("all_reduce", 0)
+    steps, epochs = 15, 3
+    # DDP's one gradient bucket per step, and one all-reduce per validation: nothing else.
+    assert counts[1000] == steps + epochs, counts
+    # The stop vote: one all-reduce every 5 steps, not one every step.
+    assert counts[5] - counts[1000] == steps // 5, counts

@@ -48,6 +48,25 @@ def test_half_precision_stops_and_resumes_to_the_same_metrics(
     assert read_metrics(stopped)["test/loss"] == read_metrics(straight)["test/loss"]
 
 
+@pytest.mark.gpu
+def test_training_steps_never_make_the_host_wait_for_the_gpu(tmp_path: Path) -> None:
+    """Every step of 3 epochs runs under torch.cuda.set_sync_debug_mode("error"), in bf16; the
+    loss is read only for logging, every N steps, so N here is past the run's end."""
+    checked = tmp_path / "checked"
+    command = [
+        sys.executable, str(PROJECT_ROOT / "tests" / "helpers" / "sync_check.py"), "debug=short",
+        *CUDA, "trainer.precision=bf16", "trainer.log_every_n_steps=1000",
+        f"hydra.run.dir={tmp_path / 'run'}",
+    ]  # fmt: skip
+    done = subprocess.run(
+        command, cwd=PROJECT_ROOT, env=project_env(SYNC_CHECKED=str(checked)),
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert checked.read_text() == "15", "3 epochs of 5 batches, each one checked"
+    assert read_metrics(tmp_path / "run")["epochs"] == 3
+
+
 @pytest.mark.gpu(2)
 def test_two_gpus_train_with_ddp_over_nccl(tmp_path: Path) -> None:
     command = [

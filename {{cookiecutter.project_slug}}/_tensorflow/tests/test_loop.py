@@ -1,12 +1,15 @@
-"""What only the Keras loop does: its step count under accumulation, an XLA-compiled step."""
+"""What only the Keras loop does: its step count under accumulation, an XLA-compiled step, steps
+whose values stay on the device."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from conftest import SHORT, read_metrics, run_module, train
+from conftest import PROJECT_ROOT, SHORT, project_env, read_metrics, run_module, train
 
 from {{ cookiecutter.package_name }} import checkpoint
 
@@ -35,3 +38,24 @@ def test_xla_compiled_run_trains_and_evaluates_uncompiled(tmp_path: Path) -> Non
     assert result.returncode == 0, result.stdout
     scored = json.loads((tmp_path / "eval" / "metrics.json").read_text())
     assert scored["test/accuracy"] == pytest.approx(read_metrics(tmp_path)["test/accuracy"])
+
+
+def test_steps_leave_their_loss_and_metrics_on_the_device(tmp_path: Path) -> None:
+    """Keras copies every step's logs to the host unless its callbacks take them as tensors; the
+    copies left are one per epoch's end (and training's), with the bar on and logging past the
+    run's end."""
+    reads = tmp_path / "reads"
+    command = [
+        sys.executable, str(PROJECT_ROOT / "tests" / "helpers" / "host_reads.py"), *SHORT,
+        "trainer.log_every_n_steps=1000", "trainer.progress_bar=true",
+        f"hydra.run.dir={tmp_path / 'run'}",
+    ]  # fmt: skip
+    done = subprocess.run(
+        command, cwd=PROJECT_ROOT, env=project_env(HOST_READS=str(reads)),
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    state = checkpoint.load(tmp_path / "run" / "checkpoints" / checkpoint.LAST)
+    assert state["progress"]["global_step"] == 15
+    epochs = read_metrics(tmp_path / "run")["epochs"]
+    assert int(reads.read_text()) <= epochs + 1, "no copy per step"

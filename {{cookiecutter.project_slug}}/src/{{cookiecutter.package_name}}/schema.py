@@ -130,6 +130,7 @@ class TrainerConfig:
     compile: bool = MISSING
     deterministic: bool = MISSING
     log_every_n_steps: int = key(COUNT)
+    stop_check_every_n_steps: int = key(COUNT)
     progress_bar: Optional[bool] = MISSING  # null: only on a terminal
     limit_train_batches: Optional[int] = key(optional(COUNT))
     limit_eval_batches: Optional[int] = key(optional(COUNT))

@@ -24,7 +24,15 @@ from .batches import epoch_sampler, make_loader
 from .contract import TrainerParts
 from .data import Split, Splits
 from .monitor import EarlyStopping, MetricMonitor
-from .runtime import Runtime, any_rank, autocast, autocast_dtype, rng_state, set_rng_state, wrap
+from .runtime import (
+    Runtime,
+    StopVote,
+    autocast,
+    autocast_dtype,
+    rng_state,
+    set_rng_state,
+    wrap,
+)
 from .scoring import score_split
 from .signals import GracefulStop, StopRequested
 from .tracking import Tracker, as_metrics
@@ -76,6 +84,7 @@ class Trainer:
             else None
         )
         self.progress = Progress()
+        self.stop_vote = StopVote(runtime, self.settings.stop_check_every_n_steps)
         self._epoch_loss = torch.zeros((), device=self.device)  # progress.loss_sum, kept on device
         self.loss_fn = nn.CrossEntropyLoss()
 
@@ -119,6 +128,7 @@ class Trainer:
             train_loss = self._train_epoch(train_loader, batches_per_epoch, stop)
             val = self.evaluate(splits.val, "val", s.limit_eval_batches)
             self._end_epoch(train_loss, val, time.perf_counter() - started)
+        self.stop_vote.close()
         self.checkpoints.close()
         return {**self.best_val, "best_epoch": self.best.best_epoch}
 
@@ -158,33 +168,44 @@ class Trainer:
         for x, y in loader:
             if progress.batches_done >= batches_per_epoch:
                 break
-            x = x.to(self.device, non_blocking=True)
-            y = y.to(self.device, non_blocking=True)
-            progress.batches_done += 1
-            at_boundary = (
-                progress.batches_done % s.accumulate_grad_batches == 0
-                or progress.batches_done == batches_per_epoch
-            )
-            # Under DDP, only the last micro-batch of an accumulation syncs gradients.
-            sync = (
-                nullcontext() if at_boundary or not self.runtime.distributed else self.net.no_sync()  # type: ignore[operator]  # a DistributedDataParallel
-            )
-            with sync:
-                with autocast(self.device, self.amp_dtype):
-                    loss = self.loss_fn(self.net(x), y)
-                scaled = loss / s.accumulate_grad_batches if s.accumulate_grad_batches > 1 else loss
-                self.scaler.scale(scaled).backward()
-            self._epoch_loss.add_(loss.detach(), alpha=len(y))
-            progress.samples += len(y)
+            self._train_step(x, y, batches_per_epoch, stop)
             bar.update()
-            if at_boundary:
-                self._optimizer_step()
-                self._after_step(loss, stop)
         bar.close()
         mean_loss = float(self._epoch_loss) / max(1, progress.samples)
         progress.batches_done, progress.loss_sum, progress.samples = 0, 0.0, 0
         self._epoch_loss.zero_()
         return mean_loss
+
+    def _train_step(
+        self, x: torch.Tensor, y: torch.Tensor, batches_per_epoch: int, stop: GracefulStop
+    ) -> None:
+        """One batch: forward, backward and, at an accumulation boundary, the optimizer step.
+
+        Nothing here waits for the GPU (tests/test_gpu.py runs it under CUDA's sync check): the
+        loss stays on the device, and only logging every N steps and checkpoints read it.
+        """
+        s, progress = self.settings, self.progress
+        x = x.to(self.device, non_blocking=True)
+        y = y.to(self.device, non_blocking=True)
+        progress.batches_done += 1
+        at_boundary = (
+            progress.batches_done % s.accumulate_grad_batches == 0
+            or progress.batches_done == batches_per_epoch
+        )
+        # Under DDP, only the last micro-batch of an accumulation syncs gradients.
+        sync = (
+            nullcontext() if at_boundary or not self.runtime.distributed else self.net.no_sync()  # type: ignore[operator]  # a DistributedDataParallel
+        )
+        with sync:
+            with autocast(self.device, self.amp_dtype):
+                loss = self.loss_fn(self.net(x), y)
+            scaled = loss / s.accumulate_grad_batches if s.accumulate_grad_batches > 1 else loss
+            self.scaler.scale(scaled).backward()
+        self._epoch_loss.add_(loss.detach(), alpha=len(y))
+        progress.samples += len(y)
+        if at_boundary:
+            self._optimizer_step()
+            self._after_step(loss, stop)
 
     def _optimizer_step(self) -> None:
         if self.settings.gradient_clip_norm:
@@ -207,7 +228,7 @@ class Trainer:
             )
         if self.checkpoints.due_at_step(progress.global_step):
             self._save()
-        if any_rank(stop.requested, self.runtime):
+        if self.stop_vote(stop.requested, progress.global_step):
             self._save()
             self.checkpoints.close()
             raise StopRequested(stop.signum or signal.SIGTERM)

@@ -9,6 +9,7 @@ import random
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -151,10 +152,40 @@ def broadcast(path: str | Path | None, runtime: Runtime) -> Path | None:
     return None if box[0] is None else Path(box[0])
 
 
-def any_rank(flag: bool, runtime: Runtime) -> bool:
-    """True on every rank if it is true on any rank (so all ranks stop at the same step)."""
-    if not runtime.distributed:
-        return flag
-    tensor = torch.tensor([int(flag)], device=runtime.device)
-    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
-    return bool(tensor.item())
+class StopVote:
+    """Whether any rank was asked to stop, agreed on without making the host wait for the GPU.
+
+    One process reads its own flag every step. Under DDP, every `every` steps each rank starts a
+    non-blocking all-reduce of its flag over a CPU (gloo) group and reads the one it started
+    `every` steps before, long finished: all ranks read the same votes at the same step, so they
+    stop together, at most 2 x `every` steps after the signal.
+    """
+
+    def __init__(self, runtime: Runtime, every: int) -> None:
+        self.every = every
+        # Its own CPU group: a flag on the GPU would make `.item()` wait for every queued step.
+        self._group = dist.new_group(backend="gloo") if runtime.distributed else None
+        self._pending: tuple[Any, torch.Tensor] | None = None
+
+    def __call__(self, flag: bool, step: int) -> bool:
+        if self._group is None:
+            return flag
+        if step % self.every:
+            return False
+        agreed = False
+        if self._pending is not None:
+            work, vote = self._pending
+            work.wait()
+            agreed = bool(vote.item())
+        self._pending = None
+        if not agreed:
+            vote = torch.tensor([int(flag)], dtype=torch.int32)
+            work = dist.all_reduce(vote, op=dist.ReduceOp.MAX, group=self._group, async_op=True)
+            self._pending = (work, vote)
+        return agreed
+
+    def close(self) -> None:
+        """Finish the vote in flight (every rank has one, from the same step)."""
+        if self._pending is not None:
+            self._pending[0].wait()
+            self._pending = None

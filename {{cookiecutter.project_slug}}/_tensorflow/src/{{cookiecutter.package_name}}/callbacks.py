@@ -6,7 +6,8 @@ checkpoint, so a resumed run goes on counting.
 
 Keras's TensorFlow backend runs the per-batch hooks in line after every step, so those here only
 count and read a flag; anything that costs (logging, writing files) happens every N steps or at
-the end of an epoch.
+the end of an epoch. `StepLogs` hands them each step's logs as tensors: Keras's own list copies
+every value to the host after every step, which makes the host wait for the step to finish.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import keras
 import tensorflow as tf
+from tqdm import tqdm
 
 from . import outputs
 from .runtime import Runtime, any_rank
@@ -37,6 +39,18 @@ def keras_metric(name: str) -> str:
 
 def as_number(value: Any) -> float | None:
     return None if value is None else float(value)
+
+
+class StepLogs(keras.callbacks.CallbackList):
+    """Keras's callback list, but a step's logs reach the callbacks as they are (tensors).
+
+    Keras converts every log value to a Python number before each `on_train_batch_end`: a wait
+    for the GPU at every step. The callbacks here read a value only when they use it.
+    """
+
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        for callback in self.callbacks:
+            callback.on_train_batch_end(batch, logs)
 
 
 @dataclass
@@ -90,6 +104,38 @@ class TrackProgress(keras.callbacks.Callback):
         self.progress.batches_done = 0
         if self._cut_short:
             self.model.stop_training, self._cut_short = False, False
+
+
+class ProgressBar(keras.callbacks.Callback):
+    """A bar of the epoch's batches, as the PyTorch loop shows: counts only, no values read."""
+
+    def __init__(self, progress: Progress, batches_per_epoch: int, max_epochs: int) -> None:
+        super().__init__()
+        self.progress, self.batches_per_epoch, self.max_epochs = (
+            progress,
+            batches_per_epoch,
+            max_epochs,
+        )
+        self._bar: tqdm | None = None
+
+    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+        self._bar = tqdm(
+            total=self.batches_per_epoch,
+            initial=self.progress.batches_done,
+            desc=f"epoch {epoch + 1}/{self.max_epochs}",
+            leave=False,
+        )
+
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        if self._bar is not None:
+            self._bar.update()
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+    on_train_end = on_epoch_end  # a stop signal ends training inside an epoch
 
 
 class Validate(keras.callbacks.Callback):
@@ -183,11 +229,17 @@ class TrackMetrics(keras.callbacks.Callback):
 class StopOnSignal(keras.callbacks.Callback):
     """After a SIGTERM/SIGINT: write the last checkpoint at the end of this step, then stop."""
 
-    def __init__(self, stop: GracefulStop, backup: Backup, runtime: Runtime) -> None:
+    def __init__(
+        self, stop: GracefulStop, backup: Backup, runtime: Runtime, progress: Progress, every: int
+    ) -> None:
         super().__init__()
         self.stop, self.backup, self.runtime = stop, backup, runtime
+        self.progress, self.every = progress, every
 
     def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        # Several workers agree every `every` steps (a collective, which waits); one, every step.
+        if self.runtime.distributed and self.progress.global_step % self.every:
+            return
         if any_rank(self.stop.requested, self.runtime):
             self.backup.save()
             raise StopRequested(self.stop.signum or signal.SIGTERM)

@@ -16,7 +16,16 @@ import keras
 
 from . import checkpoint, outputs
 from .batches import batches_per_epoch, eval_dataset, train_dataset
-from .callbacks import EarlyStopping, Progress, StopOnSignal, TrackMetrics, TrackProgress, Validate
+from .callbacks import (
+    EarlyStopping,
+    Progress,
+    ProgressBar,
+    StepLogs,
+    StopOnSignal,
+    TrackMetrics,
+    TrackProgress,
+    Validate,
+)
 from .checkpoint import Backup, BestCheckpoint
 from .contract import TrainerParts
 from .data import Split, Splits
@@ -107,17 +116,19 @@ class Trainer:
                 limit_batches=s.limit_train_batches,
                 even=even,
             )
+            step_logs = StepLogs(
+                callbacks, add_history=True, model=self.model, epochs=s.max_epochs, steps=per_epoch
+            )
             with self.runtime.strategy.scope():
                 self.model.fit(
                     train,
                     epochs=s.max_epochs,
                     initial_epoch=progress.epoch,
                     steps_per_epoch=per_epoch,
-                    callbacks=callbacks,
+                    callbacks=step_logs,
                     shuffle=False,  # the dataset has its own, resumable order
-                    verbose=1 if outputs.show_progress_bar(s.progress_bar, self.runtime.is_main)
-                    else 0,
-                )  # fmt: skip
+                    verbose=0,  # Keras's bar reads every step's loss: ProgressBar counts instead
+                )
         if progress.stopped_early and self.early_stopping is not None:
             outputs.log_early_stop(self.early_stopping.metric, self.early_stopping.patience)
         return {**self.best.best_val, "best_epoch": self.best.best_epoch}
@@ -172,8 +183,11 @@ class Trainer:
             self.best,
             TrackMetrics(self.tracker, self.progress, s.log_every_n_steps, s.max_epochs),
             backup,
-            StopOnSignal(stop, backup, self.runtime),
+            StopOnSignal(stop, backup, self.runtime, self.progress, s.stop_check_every_n_steps),
         ]
+        if outputs.show_progress_bar(s.progress_bar, self.runtime.is_main):
+            # Second: it closes the bar at an epoch's end before the epoch's line is logged.
+            callbacks.insert(1, ProgressBar(self.progress, per_epoch, s.max_epochs))
         return callbacks, backup
 
     # ---- evaluation -----------------------------------------------------------------------
