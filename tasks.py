@@ -179,14 +179,16 @@ BENCHMARKS: dict[str, tuple[str, dict[str, str] | None]] = {
     "keras": ("keras_fit_overhead.py", {"framework": "tensorflow", "tracking": "none"}),
     "image": ("image_rebuild.py", None),
     "launch": ("cloud_launch.py", None),
+    "streaming": ("streaming.py", {}),
 }
 
 
 @task(
     help={
         "name": "loop (PyTorch Trainer vs a bare loop), keras (Keras fit vs a bare GradientTape "
-        "loop), image (our Dockerfile vs a naive one) or launch (invoke train --cloud=local to "
-        "the first step, by stage, vs invoke run); the last two need a Docker engine",
+        "loop), image (our Dockerfile vs a naive one), launch (invoke train --cloud=local to "
+        "the first step, by stage, vs invoke run; image and launch need a Docker engine) or "
+        "streaming (shards vs in-memory arrays: peak memory and throughput)",
     }
 )
 def bench(c: Context, name: str) -> None:

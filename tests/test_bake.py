@@ -28,6 +28,7 @@ BASE_FILES = """
 Dockerfile
 LICENSE
 README.md
+benchmarks/gpu.py
 cloud.toml
 cloud/__init__.py
 cloud/aws.py
@@ -48,6 +49,7 @@ configs/crossval.yaml
 configs/data/_defaults.yaml
 configs/data/digits.yaml
 configs/data/files.yaml
+configs/data/shards.yaml
 configs/debug/fast.yaml
 configs/debug/overfit.yaml
 configs/debug/short.yaml
@@ -91,11 +93,13 @@ src/{package}/models/cnn.py
 src/{package}/models/mlp.py
 src/{package}/monitor.py
 src/{package}/outputs.py
+src/{package}/prepare.py
 src/{package}/preflight.py
 src/{package}/runtime.py
 src/{package}/schedules.py
 src/{package}/schema.py
 src/{package}/scoring.py
+src/{package}/shards.py
 src/{package}/signals.py
 src/{package}/storage.py
 src/{package}/sweeps.py
@@ -114,9 +118,13 @@ tasks/run.py
 tests/conftest.py
 tests/framework_parts.py
 tests/helpers/__init__.py
+tests/helpers/collectives.py
+tests/helpers/datasets.py
 tests/helpers/google_api.py
 tests/helpers/services.py
+tests/helpers/sync_check.py
 tests/test_bad_input.py
+tests/test_benchmarks.py
 tests/test_checkpoint.py
 tests/test_cloud_aws.py
 tests/test_cloud_azure.py
@@ -131,6 +139,8 @@ tests/test_gpu.py
 tests/test_image_tasks.py
 tests/test_loop.py
 tests/test_resume.py
+tests/test_shard_loader.py
+tests/test_shards.py
 tests/test_sweep.py
 tests/test_tasks.py
 tests/test_train.py
@@ -139,9 +149,15 @@ tests/test_wandb.py
 # How an answer other than the default changes that list.
 CHANGES = {
     ("framework", "tensorflow"): {
-        "add": ["src/{package}/callbacks.py", "tests/test_distributed.py"],
+        "add": [
+            "src/{package}/callbacks.py",
+            "tests/helpers/host_reads.py",
+            "tests/test_distributed.py",
+        ],
         "remove": [
             "src/{package}/monitor.py",
+            "tests/helpers/collectives.py",
+            "tests/helpers/sync_check.py",
             "tests/test_ddp.py",
             "tests/test_framework_tasks.py",
         ],

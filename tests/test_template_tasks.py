@@ -31,7 +31,10 @@ def listing() -> set[Path]:
         (["bake", "-a", "tracking"], "'tracking' is not key=value"),
         (["bake", "-a", "framework=jax"], "framework='jax' is not a choice; choose one of: py"),
         (["bake", "-a", "project_slug=1abc"], "project_slug '1abc' must start with a letter"),
-        (["bench", "fast"], "unknown benchmark 'fast'; choose one of: loop, keras, image, launch"),
+        (
+            ["bench", "fast"],
+            "unknown benchmark 'fast'; choose one of: loop, keras, image, launch, streaming",
+        ),
     ],
     ids=["unknown-option", "not-key-value", "bad-choice", "bad-slug", "unknown-benchmark"],
 )

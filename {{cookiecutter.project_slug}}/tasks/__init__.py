@@ -8,7 +8,7 @@ happen in the processes they start.
     dev.py      test, lint, format
     image.py    the training image: image.build, .push, .run, .shell, .lock
     remote.py   cloud runs: cloud.status, .logs, .stop, .gpus (cloud/ does the work)
-    data.py     datasets to the project's bucket: data.push
+    data.py     datasets: shards for data=shards (data.prepare), to the bucket (data.push)
     framework.py   what differs between frameworks (install, multi-device launch, index)
 """
 

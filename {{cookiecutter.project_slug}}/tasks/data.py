@@ -1,8 +1,15 @@
-"""Datasets to the project's bucket: invoke data.push PATH --cloud C prints the data.source= to
-train on it."""
+"""Datasets: `invoke data.prepare SRC DEST` makes shards for data=shards; `invoke data.push PATH
+--cloud C` uploads a dataset to the project's bucket and prints the data.source= to train on."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from invoke import Context, Exit, task
@@ -10,7 +17,26 @@ from invoke import Context, Exit, task
 from cloud import PROVIDERS, settings
 from cloud.commands import CloudError, Commands
 
-from .project import DEFAULT_CLOUD, IMAGE
+from .project import DEFAULT_CLOUD, IMAGE, PACKAGE
+
+INDEX = "index.json"  # a prepared dataset's index (shards.py), which data.push uploads last
+
+
+@task(
+    positional=["src", "dest"],
+    help={
+        "src": "a .npz (x, y), a .csv (last column the label) or a folder of images, one "
+        "sub-folder per class",
+        "dest": "a new folder, or an s3://, gs://, az:// prefix",
+        "shard_size": "megabytes per shard (default 64)",
+        "image_size": "WxH: resize every image to it (needed when their sizes differ)",
+    },
+)
+def prepare(c: Context, src: str, dest: str, shard_size: str = "64", image_size: str = "") -> None:
+    """Shards of SRC at DEST, with an index and a sha256 per shard; the split is data.py's."""
+    flags = ["--shard-size", shard_size] + (["--image-size", image_size] if image_size else [])
+    command = [sys.executable, "-m", f"{PACKAGE}.prepare", src, dest, *flags]
+    c.run(shlex.join(command), pty=False)
 
 
 @task(
@@ -30,12 +56,36 @@ def push(c: Context, path: str, cloud: str = DEFAULT_CLOUD, dry_run: bool = Fals
         raise Exit(f"error: --cloud {cloud!r}: choose one of {', '.join(PROVIDERS)}", code=2)
     provider, options = PROVIDERS[cloud], settings.load(cloud, IMAGE)
     cmd = Commands(dry_run=dry_run)
+    index = source / INDEX
     try:
         target = f"{provider.ensure_bucket(options, cmd)}/{IMAGE}/data/{source.name}"
-        provider.copy_up(str(source), target, options, cmd)
+        if index.is_file():
+            # The index last, as data.prepare writes it: a reader that finds it finds every shard.
+            with _without(source, INDEX) as shards:
+                provider.copy_up(shards, target, options, cmd)
+            provider.copy_up(str(index), f"{target}/{INDEX}", options, cmd)
+        else:
+            provider.copy_up(str(source), target, options, cmd)
     except CloudError as error:
         raise Exit(f"error: {error}", code=1) from None
+    kind = "shards" if index.is_file() else "files"
     print(
-        f"uploaded {path} to {target}\ntrain on it: invoke train --cloud={cloud} -- data=files "
+        f"uploaded {path} to {target}\ntrain on it: invoke train --cloud={cloud} -- data={kind} "
         f"data.source={target}"
     )
+
+
+@contextlib.contextmanager
+def _without(folder: Path, name: str) -> Iterator[str]:
+    """A view of `folder` less its file `name`: hard links (a copy across devices) in a temporary
+    folder beside it, so that uploading it copies no data locally."""
+    with tempfile.TemporaryDirectory(prefix=".push-", dir=folder.parent) as view:
+        for path in folder.rglob("*"):
+            if path.is_file() and path.relative_to(folder).as_posix() != name:
+                link = Path(view) / path.relative_to(folder)
+                link.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    os.link(path, link)
+                except OSError:
+                    shutil.copy2(path, link)
+        yield view

@@ -244,6 +244,8 @@ def lock(c: Context, find_links: str = "", upgrade: bool = False) -> None:
         *("--custom-compile-command", "invoke lock"),
         *(["--upgrade"] if upgrade else []),
         *("pyproject.toml", "requirements/image.in"),
+        # The bucket backends: a cloud run reads data=shards and mirrors checkpoints through them.
+        *("--extra", "buckets"),
     ]
     for kind in FLAVOURS:
         output = ["--output-file", f"requirements/{kind}.txt"]

@@ -30,6 +30,8 @@ BAD = {
     "scheduler.warmup_fraction=1": "scheduler.warmup_fraction=1 must be a number from 0 up",
     "scheduler.min_lr_ratio=2": "scheduler.min_lr_ratio=2 must be a number from 0 to 1",
     "trainer.max_epochs=0": "trainer.max_epochs=0 must be an integer of at least 1",
+    "data=shards data.source=s data.shards.shuffle_block=0": "shuffle_block=0 must be an integer",
+    "data=shards data.source=s data.shards.cache_gb=-1": "data.shards.cache_gb=-1 must be a number",
     "trainer.max_epochs=ten": "trainer.max_epochs=ten must be an integer of at least 1",
     "trainer.device=tpu": "trainer.device=tpu must be one of auto, cpu, cuda, mps",
     "trainer.precision=fp8": "trainer.precision=fp8 must be one of fp32, bf16, fp16, mixed",
@@ -104,7 +106,9 @@ def covered(cfg: Any, path: str) -> bool:
     return name in hints or open_ended
 
 
-@pytest.mark.parametrize("group", ["", "model=cnn", "optimizer=sgd", "scheduler=constant"])
+@pytest.mark.parametrize(
+    "group", ["", "model=cnn", "optimizer=sgd", "scheduler=constant", "data=shards"]
+)
 def test_every_key_of_the_configs_has_a_type_or_a_rule(group: str) -> None:
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         cfg = compose("train", overrides=[group] if group else [])
@@ -185,11 +189,15 @@ def test_resuming_with_another_model_is_refused_and_leaves_the_run(tmp_path: Pat
     assert {p: p.read_bytes() for p in saved} == saved
 
 
-def test_missing_data_file_is_named(tmp_path: Path) -> None:
+def test_missing_data_file_is_named_before_a_run_folder(tmp_path: Path) -> None:
     missing = tmp_path / "absent.npz"
-    result = run_module("train", *SHORT, "data=files", f"data.source={missing}")
-    assert result.returncode != 0
-    assert f"data source not found: '{missing}'" in result.stdout
+    run_dir = tmp_path / "run"
+    result = run_module(
+        "train", *SHORT, "data=files", f"data.source={missing}", f"hydra.run.dir={run_dir}"
+    )
+    assert result.returncode == 2
+    assert result.stdout == f"error: data.source={missing}: no such file\n"
+    assert not run_dir.exists()
 
 
 def test_data_files_require_a_source() -> None:

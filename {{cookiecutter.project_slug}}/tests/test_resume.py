@@ -1,10 +1,12 @@
-"""Preemption and resume: SIGTERM/SIGINT save a checkpoint and exit; a re-run continues exactly."""
+"""Preemption and resume: SIGTERM/SIGINT save a checkpoint and exit; a re-run continues exactly,
+on in-memory arrays and on streamed shards alike."""
 
 from __future__ import annotations
 
 import signal
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import (
     RESUMABLE,
@@ -17,9 +19,21 @@ from conftest import (
     wait_for_steps,
 )
 
-from {{ cookiecutter.package_name }} import checkpoint
+from {{ cookiecutter.package_name }} import checkpoint, prepare
+from {{ cookiecutter.package_name }}.data import load_arrays
 
 RUN = RESUMABLE
+
+
+@pytest.fixture(scope="module")
+def streamed(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """The digits as shards of ~20 kB (16 for train), read by two loader workers."""
+    folder = tmp_path_factory.mktemp("shards")
+    x, y = load_arrays("builtin:digits")
+    np.savez(folder / "digits.npz", x=x, y=y)
+    split = {"val_fraction": 0.15, "test_fraction": 0.15, "split_seed": 1234}
+    prepare.prepare(str(folder / "digits.npz"), str(folder / "digits"), shard_mb=0.02, **split)
+    return ["data=shards", f"data.source={folder / 'digits'}", "data.num_workers=2"]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
@@ -33,18 +47,40 @@ def test_signal_saves_checkpoint_and_exits_non_zero(tmp_path: Path, sig: signal.
     assert "checkpoint saved" in output
 
 
-def test_resumed_run_ends_with_the_same_metrics(tmp_path: Path) -> None:
+@pytest.mark.parametrize("data", ["in-memory", "streamed"])
+def test_resumed_run_ends_with_the_same_metrics(
+    tmp_path: Path, data: str, request: pytest.FixtureRequest
+) -> None:
+    source = request.getfixturevalue("streamed") if data == "streamed" else []
     straight, interrupted = tmp_path / "straight", tmp_path / "interrupted"
-    train(straight, *RUN)
-    code, _, output = interrupt(interrupted, signal.SIGTERM, after_steps=50)
+    train(straight, *RUN, *source)
+    code, _, output = interrupt(interrupted, signal.SIGTERM, 50, *source)
     assert code == 128 + signal.SIGTERM, output
     state = checkpoint.load(interrupted / "checkpoints" / checkpoint.LAST)
     assert 0 < state["progress"]["epoch"] < 6 or state["progress"]["batches_done"] > 0
-    resumed = train(interrupted, *RUN)
+    resumed = train(interrupted, *RUN, *source)
     assert "resumed from" in resumed.stdout
     expected, actual = read_metrics(straight), read_metrics(interrupted)
     for key in ("test/accuracy", "test/loss", "val/accuracy", "val/loss", "best_epoch", "epochs"):
         assert actual[key] == expected[key], key
+
+
+def test_hard_kill_mid_epoch_on_streamed_data_resumes_exactly(
+    tmp_path: Path, streamed: list[str]
+) -> None:
+    """SIGKILL after a mid-epoch checkpoint (every 7 steps; 20 per epoch): the resume skips
+    exactly the batches that checkpoint had trained on, and goes on with the next sample."""
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    often = [*streamed, "callbacks.checkpoint.every_n_steps=7"]
+    train(straight, *RUN, *often)
+    process = start_training(killed, *often)
+    wait_for_steps(killed, 50, process)  # step 48 or so: checkpoints at 42 (epoch 3, batch 2)
+    process.kill()
+    process.communicate()
+    state = checkpoint.load(killed / "checkpoints" / checkpoint.LAST)
+    assert state["progress"]["batches_done"] > 0, state["progress"]
+    train(killed, *RUN, *often)
+    assert read_metrics(killed)["test/loss"] == read_metrics(straight)["test/loss"]
 
 
 def test_hard_kill_resumes_from_the_last_epoch_checkpoint(tmp_path: Path) -> None:

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 from conftest import PACKAGE, PROJECT_ROOT, SHORT, project_env, read_metrics
+from helpers.datasets import numbered_shards
 
-from {{ cookiecutter.package_name }} import checkpoint
+from {{ cookiecutter.package_name }} import checkpoint, shards
 
 
 def torchrun(
@@ -77,3 +78,28 @@ def test_a_ddp_step_runs_one_collective_and_stop_votes_come_every_n_steps(tmp_pa
     assert counts[1000] == steps + epochs, counts
     # The stop vote: one all-reduce every 5 steps, not one every step.
     assert counts[5] - counts[1000] == steps // 5, counts
+
+
+@pytest.mark.slow
+def test_two_ddp_ranks_train_on_disjoint_samples_whose_union_is_the_epoch(tmp_path: Path) -> None:
+    """Streamed shards with two loader workers per rank: each epoch, the ranks' samples do not
+    overlap and together are the epoch (less the remainder a rank count leaves, dropped so that
+    ranks step in lockstep), in an order that changes with the epoch."""
+    source = numbered_shards(tmp_path)
+    train_size = sum(shard.rows for shard in shards.Index.read(str(source)).splits["train"])
+    done = torchrun(
+        tmp_path / "run",
+        "data=shards", f"data.source={source}", "data.num_workers=2", "data.batch_size=4",
+        "model=mlp", "trainer.limit_train_batches=null", "trainer.max_epochs=2",
+        script=[str(PROJECT_ROOT / "tests" / "helpers" / "seen_samples.py")],
+        env=project_env(SEEN_OUT=str(tmp_path)),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    ranks = [json.loads((tmp_path / f"{rank}.json").read_text()) for rank in (0, 1)]
+    for epoch in ("0", "1"):
+        zero, one = ranks[0][epoch], ranks[1][epoch]
+        assert len(zero) == len(one) == train_size // 2
+        assert set(zero).isdisjoint(one)
+        assert len(set(zero) | set(one)) == train_size // 2 * 2
+        assert set(zero) | set(one) <= set(range(203))
+    assert ranks[0]["0"] != ranks[0]["1"], "a new order each epoch"

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from .data import Split, Splits
+from .data import AnySplit, Splits
 from .schema import CallbacksConfig, DataConfig, TrainerConfig
 from .signals import GracefulStop
 from .tracking import Tracker
@@ -58,7 +58,7 @@ class Trainer(Protocol):
         """Train until max_epochs or early stopping; the best validation metrics and epoch."""
         ...
 
-    def test(self, split: Split) -> dict[str, float]:
+    def test(self, split: AnySplit) -> dict[str, float]:
         """`test/loss` and `test/accuracy` over `split`, in this process alone."""
         ...
 
@@ -94,5 +94,5 @@ class ScoringModule(Protocol):
 
     def load_trained(self, model_config: Any, path: Path, state: dict, device: str) -> Any: ...
     def evaluate_split(
-        self, model: Any, split: Split, batch_size: int, prefix: str
+        self, model: Any, split: AnySplit, batch_size: int, prefix: str
     ) -> dict[str, float]: ...

@@ -3,7 +3,8 @@
 Framework-neutral on purpose: the training loop turns these arrays into its own loaders.
 `source` is either `builtin:digits` (8x8 handwritten digits shipped in `datasets/`) or a path/URI
 (`file://`, `s3://`, `gs://`, `az://` through fsspec) to a `.npz` with arrays `x` and `y`, or a
-`.csv` whose last column is the integer label.
+`.csv` whose last column is the integer label. Data larger than memory is prepared into shards
+and streamed instead (`data=shards`, shards.py); `load` picks by the data config.
 """
 
 from __future__ import annotations
@@ -11,8 +12,12 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 from importlib import resources
+from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .shards import ShardSplit
 
 BUILTIN_PREFIX = "builtin:"
 BUILTIN_DATASETS = ("digits",)
@@ -35,17 +40,38 @@ class Split:
     def __len__(self) -> int:
         return len(self.y)
 
+    @property
+    def sample_shape(self) -> tuple[int, ...]:
+        return tuple(self.x.shape[1:])
+
+
+# In memory, or streamed from shards: the loaders and scorers take either. Union[] with names in
+# quotes, because ShardSplit imports this module and `type X = ...` needs Python 3.12.
+AnySplit = Union["Split", "ShardSplit"]
+
 
 @dataclass(frozen=True)
 class Splits:
-    train: Split
-    val: Split
-    test: Split
+    train: AnySplit
+    val: AnySplit
+    test: AnySplit
     num_classes: int
 
     @property
     def input_shape(self) -> tuple[int, ...]:
-        return tuple(self.train.x.shape[1:])
+        return tuple(self.train.sample_shape)
+
+
+def load(data: Any) -> Splits:
+    """The splits a data config names: prepared shards (`data=shards`) or arrays read whole."""
+    s = getattr(data, "shards", None)  # absent from checkpoints made before shards existed
+    if s is not None:
+        from . import shards
+
+        return shards.load_splits(
+            data.source, s.shuffle_block, data.num_workers, s.cache_dir, s.cache_gb
+        )
+    return load_splits(data.source, data.val_fraction, data.test_fraction, data.split_seed)
 
 
 def load_arrays(source: str) -> tuple[np.ndarray, np.ndarray]:
@@ -143,6 +169,7 @@ def kfold_splits(
     if folds < 2:
         raise DataError(f"data.folds must be at least 2, got {folds}")
     pool = load_splits(source, val_fraction, test_fraction, split_seed)
+    assert isinstance(pool.train, Split) and isinstance(pool.val, Split)
     x = np.concatenate([pool.train.x, pool.val.x])
     y = np.concatenate([pool.train.y, pool.val.y])
     parts = stratified_parts(y, [1.0 / folds] * (folds - 1), split_seed)

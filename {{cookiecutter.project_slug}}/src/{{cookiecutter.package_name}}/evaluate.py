@@ -13,7 +13,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from . import checkpoint, jobs, outputs, storage
-from .data import load_splits
+from .data import load
 from .schema import SplitName
 from .scoring import evaluate_split, load_trained
 
@@ -28,8 +28,10 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     trained = OmegaConf.create(state["config"])
     model = load_trained(trained.model, path, state, cfg.device)
     data = trained.data
-    source = cfg.data_source or data.source
-    splits = load_splits(source, data.val_fraction, data.test_fraction, data.split_seed)
+    if cfg.data_source:
+        data.source = cfg.data_source
+    source = data.source
+    splits = load(data)
     metrics = evaluate_split(model, getattr(splits, split), cfg.batch_size, split)
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     outputs.log_summary(

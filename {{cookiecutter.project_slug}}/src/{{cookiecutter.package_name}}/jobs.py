@@ -6,6 +6,8 @@ runtime and the run directory that training entry points share.
 
 from __future__ import annotations
 
+import logging
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -18,6 +20,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from . import preflight, runtime
+from .data import DataError
 from .schema import register
 
 
@@ -26,7 +29,24 @@ def run(config_name: str, main: Callable[[DictConfig], Any]) -> None:
     register()
     preflight.check(config_name, sys.argv[1:])
     quiet_non_zero_ranks()
-    hydra.main(version_base="1.3", config_path="../../configs", config_name=config_name)(main)()
+    hydra.main(version_base="1.3", config_path="../../configs", config_name=config_name)(
+        _one_line_errors(main)
+    )()
+
+
+def _one_line_errors(main: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
+    """Data that turns out unreadable once the job runs (a bucket, a shard, a file's contents)
+    ends it with one line and exit status 2, as preflight does, not a traceback."""
+
+    def checked(cfg: DictConfig) -> Any:
+        try:
+            return main(cfg)
+        except DataError as error:
+            print(f"error: {_last_line(error)}", file=sys.stderr)
+            raise SystemExit(2) from None
+
+    checked.__module__ = main.__module__  # Hydra finds configs/ from the task's module
+    return checked
 
 
 @contextmanager
@@ -36,9 +56,39 @@ def job(device: str) -> Iterator[tuple[Any, Path]]:
     try:
         run_dir = runtime.broadcast(HydraConfig.get().runtime.output_dir, rt)
         assert run_dir is not None
-        yield rt, run_dir
+        try:
+            yield rt, run_dir
+        except DataError:
+            if rt.is_main:
+                _remove_if_only_hydra(run_dir)
+            raise
     finally:
         runtime.stop(rt)
+
+
+def _last_line(error: Exception) -> str:
+    """The error's own message: A DataLoader re-raises a worker's error with the worker's
+    traceback in the message, which ends with `module.ShardError: the message`."""
+    text = str(error).strip()
+    if "Traceback (most recent call last)" not in text:
+        return text
+    last = text.splitlines()[-1]
+    return last.split(f"{type(error).__name__}: ", 1)[-1]
+
+
+def _remove_if_only_hydra(run_dir: Path) -> None:
+    """A run that failed on its data before training leaves no folder behind (unless the folder
+    holds anything besides what Hydra wrote into it: a resumed run's checkpoints, say)."""
+    if not all(p.name == ".hydra" or p.suffix == ".log" for p in run_dir.iterdir()):
+        return
+    for logger in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]:
+        for handler in list(getattr(logger, "handlers", [])):
+            if isinstance(handler, logging.FileHandler) and Path(
+                handler.baseFilename
+            ).is_relative_to(run_dir.resolve()):
+                logger.removeHandler(handler)  # type: ignore[union-attr]
+                handler.close()
+    shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def quiet_non_zero_ranks() -> None:

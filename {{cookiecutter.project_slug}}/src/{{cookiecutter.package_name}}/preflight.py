@@ -8,7 +8,9 @@ with one line naming the key, the value and what it must be when:
 - an override names a config that does not exist (`model=transformer`) or a key nothing reads
   (`trainer.max_epoch=3`, with or without `+`), or has a value of the wrong type or range;
 - a run directory that already holds a run is given another model or data config;
-- `ckpt_path` points at no checkpoint.
+- `ckpt_path` points at no checkpoint;
+- `data.source` is a local file that is not there, or not a prepared dataset under data=shards
+  (whose index is read here, from a bucket too).
 
 A sweep (`-m`) is checked job by job. Command lines with Hydra's own flags (`--help`, `--cfg`,
 `--config-name`, ...) go to Hydra unchecked.
@@ -32,7 +34,7 @@ from omegaconf.errors import (
     OmegaConfBaseException,
 )
 
-from . import checkpoint, schema, storage
+from . import checkpoint, data, schema, storage
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 MULTIRUN_FLAGS = ("-m", "--multirun")
@@ -72,6 +74,7 @@ def check_overrides(config_name: str, argv: list[str]) -> None:
             raise BadCommandLine(problem)
         if config_name != "evaluate":
             _check_resume(cfg, job)
+            _check_data(cfg.data, config_name)
         _check_checkpoint(cfg, config_name)
 
 
@@ -184,6 +187,45 @@ def _differences(path: str, saved: Any, wanted: Any) -> list[str]:
             for found in _differences(f"{path}.{name}", saved.get(name), wanted.get(name))
         ]
     return [] if saved == wanted else [path]
+
+
+def _check_data(cfg: DictConfig, config_name: str) -> None:
+    """The data must be there: a local file, a built-in name, or a prepared dataset's index."""
+    source = str(cfg.source)
+    if cfg.shards is not None:
+        if config_name == "crossval":
+            raise BadCommandLine(
+                "crossval reads its data whole and data=shards streams it: cross-validate with "
+                "data=files on the .npz or .csv the shards were prepared from"
+            )
+        from . import shards
+
+        try:
+            shards.Index.read(source)
+        except data.DataError as error:
+            raise BadCommandLine(str(error)) from None
+        return
+    if source.startswith(data.BUILTIN_PREFIX):
+        name = source.removeprefix(data.BUILTIN_PREFIX)
+        if name not in data.BUILTIN_DATASETS:
+            choices = ", ".join(data.BUILTIN_PREFIX + n for n in data.BUILTIN_DATASETS)
+            raise BadCommandLine(
+                f"data.source={source}: no such built-in dataset; choose {choices}"
+            )
+        return
+    local = "://" not in source or source.startswith("file://")
+    path = Path(source.removeprefix("file://"))
+    if local and path.is_dir() and (path / "index.json").is_file():
+        raise BadCommandLine(
+            f"data.source={source} is a prepared dataset (shards): train on it with data=shards"
+        )
+    if not source.endswith(data.FILE_FORMATS):
+        raise BadCommandLine(
+            f"data.source={source}: give a {' or a '.join(data.FILE_FORMATS)} file (data=files), "
+            "or prepared shards (data=shards)"
+        )
+    if local and not path.is_file():
+        raise BadCommandLine(f"data.source={source}: no such file")
 
 
 def _check_checkpoint(cfg: DictConfig, config_name: str) -> None:

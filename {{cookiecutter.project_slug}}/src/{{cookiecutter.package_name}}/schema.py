@@ -110,6 +110,13 @@ class SplitName(StrEnum):
 
 
 @dataclass
+class ShardsConfig:
+    shuffle_block: int = key(COUNT)
+    cache_dir: str = MISSING
+    cache_gb: float = key(POSITIVE)
+
+
+@dataclass
 class DataConfig:
     source: str = MISSING
     val_fraction: float = key(OPEN_FRACTION)
@@ -118,6 +125,7 @@ class DataConfig:
     batch_size: int = key(COUNT)
     num_workers: int = key(NON_NEGATIVE_INT)
     folds: int = key(Rule("an integer of at least 2", lambda v: _integer(v) and v >= 2))
+    shards: Optional[ShardsConfig] = MISSING
 
 
 @dataclass

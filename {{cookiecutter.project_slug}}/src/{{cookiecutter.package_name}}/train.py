@@ -12,16 +12,14 @@ from typing import Any
 from omegaconf import DictConfig
 
 from . import jobs
-from .data import load_splits
+from .data import load
 from .fit import fit_and_test
 
 
 def train(cfg: DictConfig) -> dict[str, Any]:
     """One training run in the Hydra run directory; returns validation and test metrics."""
     with jobs.job(cfg.trainer.device) as (rt, run_dir):
-        splits = load_splits(
-            cfg.data.source, cfg.data.val_fraction, cfg.data.test_fraction, cfg.data.split_seed
-        )
+        splits = load(cfg.data)
         return fit_and_test(cfg, rt, splits, run_dir)
 
 

@@ -1,17 +1,37 @@
-"""Batches from in-memory arrays: shuffled per epoch, sharded across DDP ranks, resumable mid-epoch.
+"""Batches from in-memory arrays or streamed shards: shuffled per epoch, split across DDP ranks,
+resumable mid-epoch.
 
-The order of epoch `e` depends only on `seed + e`, so a run resumed halfway through an epoch skips
-exactly the batches it already trained on and sees the rest in the same order.
+The order of epoch `e` depends only on the seed and `e`, so a run resumed halfway through an
+epoch skips exactly the batches it already trained on and sees the rest in the same order.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 from collections.abc import Iterator
+from typing import Protocol
 
 import torch
-from torch.utils.data import BatchSampler, DataLoader, Sampler, TensorDataset
+from torch.utils.data import (
+    BatchSampler,
+    DataLoader,
+    IterableDataset,
+    Sampler,
+    TensorDataset,
+    get_worker_info,
+)
 
 from .data import Split
+from .shards import ShardSplit
+
+
+class EpochOrder(Protocol):
+    """What the loop asks of a loader's order: where an epoch starts, how long it is."""
+
+    def set_epoch(self, epoch: int, skip: int = 0) -> None: ...
+
+    @property
+    def per_rank(self) -> int: ...
 
 
 class EpochSampler(Sampler[int]):
@@ -59,8 +79,58 @@ class EpochSampler(Sampler[int]):
         return max(0, self.per_rank - self.skip)
 
 
+class ShardStream(IterableDataset):
+    """A split's shards as batches (shards.py orders them); each loader worker makes its own."""
+
+    def __init__(
+        self,
+        split: ShardSplit,
+        batch_size: int,
+        shuffle: bool,
+        seed: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+        even: bool = True,
+    ) -> None:
+        self.split, self.batch_size, self.shuffle, self.seed = split, batch_size, shuffle, seed
+        self.rank, self.world_size, self.even = rank, world_size, even
+        # The epoch and the samples to skip, in shared memory: the loader's worker processes
+        # stay up from epoch to epoch and read them here when the next epoch starts.
+        self._position = multiprocessing.RawArray("q", 2)
+
+    def set_epoch(self, epoch: int, skip: int = 0) -> None:
+        """Start epoch `epoch`, without its first `skip` samples of this rank (whole batches)."""
+        self._position[0], self._position[1] = epoch, skip
+
+    @property
+    def per_rank(self) -> int:
+        from .shards import rank_range
+
+        low, high = rank_range(len(self.split), self.rank, self.world_size, self.even)
+        return high - low
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        info = get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info else (0, 1)
+        epoch, skip = self._position
+        batches = self.split.batches(
+            self.batch_size,
+            epoch=epoch,
+            seed=self.seed,
+            shuffle=self.shuffle,
+            rank=self.rank,
+            world=self.world_size,
+            even=self.even,
+            worker=worker,
+            workers=workers,
+            skip_batches=skip // self.batch_size,
+        )
+        for x, y in batches:
+            yield torch.from_numpy(x), torch.from_numpy(y)
+
+
 def make_loader(
-    split: Split,
+    split: Split | ShardSplit,
     batch_size: int,
     *,
     shuffle: bool,
@@ -75,6 +145,18 @@ def make_loader(
 
     `even=False` gives every sample to exactly one rank, for evaluation where ranks may differ.
     """
+    if isinstance(split, ShardSplit):
+        stream = ShardStream(split, batch_size, shuffle, seed, rank, world_size, even)
+        return DataLoader(
+            stream,
+            batch_size=None,  # the stream yields whole batches
+            num_workers=split.readers,  # data.num_workers, evaluation's loaders too
+            pin_memory=pin_memory,
+            persistent_workers=split.readers > 0,
+            prefetch_factor=4 if split.readers else None,
+            # Its own generator, as below: starting workers must not draw from the global RNG.
+            generator=torch.Generator().manual_seed(seed),
+        )
     dataset = TensorDataset(torch.from_numpy(split.x), torch.from_numpy(split.y))
     sampler = EpochSampler(len(split), shuffle, seed, rank, world_size, even)
     return DataLoader(
@@ -90,8 +172,11 @@ def make_loader(
     )
 
 
-def epoch_sampler(loader: DataLoader) -> EpochSampler:
-    """The EpochSampler inside a loader from make_loader (under its BatchSampler)."""
+def epoch_sampler(loader: DataLoader) -> EpochOrder:
+    """The order of a loader from make_loader: its stream, or the EpochSampler under its
+    BatchSampler."""
+    if isinstance(loader.dataset, ShardStream):
+        return loader.dataset
     sampler = loader.sampler.sampler  # type: ignore[attr-defined]
     assert isinstance(sampler, EpochSampler)
     return sampler

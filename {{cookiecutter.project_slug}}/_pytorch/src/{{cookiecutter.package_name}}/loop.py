@@ -22,7 +22,7 @@ from tqdm import tqdm
 from . import checkpoint, outputs
 from .batches import epoch_sampler, make_loader
 from .contract import TrainerParts
-from .data import Split, Splits
+from .data import AnySplit, Splits
 from .monitor import EarlyStopping, MetricMonitor
 from .runtime import (
     Runtime,
@@ -239,7 +239,7 @@ class Trainer:
 
     # ---- evaluation -----------------------------------------------------------------------
 
-    def evaluate(self, split: Split, prefix: str, limit_batches: int | None = None) -> dict:
+    def evaluate(self, split: AnySplit, prefix: str, limit_batches: int | None = None) -> dict:
         """Mean loss and accuracy over `split`; every rank scores its share (all must call)."""
         return as_metrics(
             score_split(self.model, split, self.data.batch_size, self.runtime, self.amp_dtype,
@@ -247,7 +247,7 @@ class Trainer:
             prefix,
         )  # fmt: skip
 
-    def test(self, split: Split) -> dict[str, float]:
+    def test(self, split: AnySplit) -> dict[str, float]:
         """Mean loss and accuracy over `split`, in this process alone (the main one)."""
         totals = score_split(self.model, split, self.data.batch_size, self.runtime, shard=False)
         return as_metrics(totals.tolist(), "test")

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from .batches import make_loader
-from .data import Split
+from .data import AnySplit
 from .runtime import Runtime, pick_device
 from .tracking import as_metrics
 
@@ -39,7 +39,7 @@ def score(
 
 def score_split(
     model: nn.Module,
-    split: Split,
+    split: AnySplit,
     batch_size: int,
     runtime: Runtime,
     amp_dtype: torch.dtype | None = None,
@@ -74,7 +74,7 @@ def load_trained(model_config: Any, path: Path, state: dict, device: str) -> nn.
     return model.to(pick_device(device))
 
 
-def evaluate_split(model: nn.Module, split: Split, batch_size: int, prefix: str) -> dict:
+def evaluate_split(model: nn.Module, split: AnySplit, batch_size: int, prefix: str) -> dict:
     """Mean loss and accuracy of `model` over `split`, in this process alone."""
     device = next(model.parameters()).device
     loader = make_loader(split, batch_size, shuffle=False)

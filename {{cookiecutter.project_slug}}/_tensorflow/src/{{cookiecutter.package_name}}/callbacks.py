@@ -107,7 +107,7 @@ class TrackProgress(keras.callbacks.Callback):
 
 
 class ProgressBar(keras.callbacks.Callback):
-    """A bar of the epoch's batches, as the PyTorch loop shows: counts only, no values read."""
+    """A bar of the epoch's batches: it counts steps and reads no values, so no step waits on it."""
 
     def __init__(self, progress: Progress, batches_per_epoch: int, max_epochs: int) -> None:
         super().__init__()

@@ -15,7 +15,7 @@ from typing import Any
 import keras
 
 from . import checkpoint, outputs
-from .batches import batches_per_epoch, eval_dataset, train_dataset
+from .batches import batches_per_epoch, eval_dataset, shard_errors, train_dataset
 from .callbacks import (
     EarlyStopping,
     Progress,
@@ -28,7 +28,7 @@ from .callbacks import (
 )
 from .checkpoint import Backup, BestCheckpoint
 from .contract import TrainerParts
-from .data import Split, Splits
+from .data import AnySplit, Splits
 from .runtime import Runtime, dtype_policy, place_model
 from .schema import TrainerConfig
 from .scoring import evaluate_split, scorer
@@ -119,7 +119,7 @@ class Trainer:
             step_logs = StepLogs(
                 callbacks, add_history=True, model=self.model, epochs=s.max_epochs, steps=per_epoch
             )
-            with self.runtime.strategy.scope():
+            with self.runtime.strategy.scope(), shard_errors():
                 self.model.fit(
                     train,
                     epochs=s.max_epochs,
@@ -149,7 +149,7 @@ class Trainer:
             self.model.optimizer.build(self.model.trainable_variables)
 
     def _callbacks(
-        self, val: Split, stop: GracefulStop, per_epoch: int
+        self, val: AnySplit, stop: GracefulStop, per_epoch: int
     ) -> tuple[list[keras.callbacks.Callback], Backup]:
         """The callbacks of `fit`, in the order Keras must call them.
 
@@ -192,9 +192,10 @@ class Trainer:
 
     # ---- evaluation -----------------------------------------------------------------------
 
-    def test(self, split: Split) -> dict[str, float]:
+    def test(self, split: AnySplit) -> dict[str, float]:
         """Mean loss and accuracy over `split`, in this process alone (the main one)."""
-        return evaluate_split(self.model, split, self.data.batch_size, "test")
+        with shard_errors():
+            return evaluate_split(self.model, split, self.data.batch_size, "test")
 
     def load_best_weights(self) -> None:
         """Put the best checkpoint's weights into the model (for the final test)."""

@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from .batches import eval_dataset
-from .data import Split
+from .data import AnySplit
 from .runtime import pick_device
 from .tracking import as_metrics
 
@@ -58,6 +58,6 @@ def load_trained(model_config: Any, path: Path, state: dict, device: str) -> ker
     return model
 
 
-def evaluate_split(model: keras.Model, split: Split, batch_size: int, prefix: str) -> dict:
+def evaluate_split(model: keras.Model, split: AnySplit, batch_size: int, prefix: str) -> dict:
     """Mean loss and accuracy of `model` over `split`."""
     return as_metrics(scorer(model, eval_dataset(split, batch_size))().tolist(), prefix)
