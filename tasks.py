@@ -180,6 +180,8 @@ BENCHMARKS: dict[str, tuple[str, dict[str, str] | None]] = {
     "image": ("image_rebuild.py", None),
     "launch": ("cloud_launch.py", None),
     "streaming": ("streaming.py", {}),
+    "monitoring": ("monitoring_overhead.py", {}),
+    "monitoring-keras": ("monitoring_overhead.py", {"framework": "tensorflow", "tracking": "none"}),
 }
 
 
@@ -187,8 +189,9 @@ BENCHMARKS: dict[str, tuple[str, dict[str, str] | None]] = {
     help={
         "name": "loop (PyTorch Trainer vs a bare loop), keras (Keras fit vs a bare GradientTape "
         "loop), image (our Dockerfile vs a naive one), launch (invoke train --cloud=local to "
-        "the first step, by stage, vs invoke run; image and launch need a Docker engine) or "
-        "streaming (shards vs in-memory arrays: peak memory and throughput)",
+        "the first step, by stage, vs invoke run; image and launch need a Docker engine), "
+        "streaming (shards vs in-memory arrays: peak memory and throughput) or monitoring, "
+        "monitoring-keras (the live metrics' cost per step)",
     }
 )
 def bench(c: Context, name: str) -> None:

@@ -62,6 +62,9 @@ configs/logger/jsonl.yaml
 configs/logger/wandb.yaml
 configs/model/cnn.yaml
 configs/model/mlp.yaml
+configs/monitoring/_defaults.yaml
+configs/monitoring/none.yaml
+configs/monitoring/prometheus.yaml
 configs/optimizer/adamw.yaml
 configs/optimizer/sgd.yaml
 configs/paths/default.yaml
@@ -71,6 +74,11 @@ configs/train.yaml
 configs/trainer/cpu.yaml
 configs/trainer/default.yaml
 configs/trainer/gpu.yaml
+monitoring/alerts.yml
+monitoring/alerts_test.yml
+monitoring/grafana/dashboards/training.json
+monitoring/grafana/provisioning/dashboards/training.yml
+monitoring/grafana/provisioning/datasources/prometheus.yml
 pyproject.toml
 requirements/cpu.txt
 requirements/cuda.txt
@@ -79,6 +87,7 @@ requirements/image.in
 src/{package}/__init__.py
 src/{package}/batches.py
 src/{package}/checkpoint.py
+src/{package}/cluster.py
 src/{package}/contract.py
 src/{package}/crossval.py
 src/{package}/data.py
@@ -86,7 +95,10 @@ src/{package}/datasets/README.md
 src/{package}/datasets/digits.npz
 src/{package}/evaluate.py
 src/{package}/fit.py
+src/{package}/gpu_metrics.py
 src/{package}/jobs.py
+src/{package}/launch.py
+src/{package}/live.py
 src/{package}/loop.py
 src/{package}/models/__init__.py
 src/{package}/models/cnn.py
@@ -112,6 +124,7 @@ tasks/data.py
 tasks/dev.py
 tasks/framework.py
 tasks/image.py
+tasks/monitor.py
 tasks/project.py
 tasks/remote.py
 tasks/run.py
@@ -121,11 +134,13 @@ tests/helpers/__init__.py
 tests/helpers/collectives.py
 tests/helpers/datasets.py
 tests/helpers/google_api.py
+tests/helpers/seen_samples.py
 tests/helpers/services.py
 tests/helpers/sync_check.py
 tests/test_bad_input.py
 tests/test_benchmarks.py
 tests/test_checkpoint.py
+tests/test_cluster.py
 tests/test_cloud_aws.py
 tests/test_cloud_azure.py
 tests/test_cloud_gcp.py
@@ -137,7 +152,9 @@ tests/test_ddp.py
 tests/test_framework_tasks.py
 tests/test_gpu.py
 tests/test_image_tasks.py
+tests/test_launch.py
 tests/test_loop.py
+tests/test_monitoring.py
 tests/test_resume.py
 tests/test_shard_loader.py
 tests/test_shards.py
@@ -157,6 +174,7 @@ CHANGES = {
         "remove": [
             "src/{package}/monitor.py",
             "tests/helpers/collectives.py",
+            "tests/helpers/seen_samples.py",
             "tests/helpers/sync_check.py",
             "tests/test_ddp.py",
             "tests/test_framework_tasks.py",
@@ -209,8 +227,13 @@ def test_file_set(project: Path, variant: Variant) -> None:
 
 
 def test_no_jinja_left(project: Path) -> None:
-    # Binary files are copied as they are, as cookiecutter does.
-    texts = [name for name in sorted(files_in(project)) if not is_binary(str(project / name))]
+    # Binary files are copied as they are, as cookiecutter does; monitoring/ holds Prometheus's
+    # and Grafana's own templates ({{ $labels.run }}), copied without rendering.
+    texts = [
+        name
+        for name in sorted(files_in(project))
+        if not is_binary(str(project / name)) and not name.startswith("monitoring/")
+    ]
     assert [name for name in texts if JINJA_LEFT.search((project / name).read_bytes())] == []
     assert [name for name in files_in(project) if "{" in name] == []
 

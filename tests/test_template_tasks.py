@@ -33,7 +33,8 @@ def listing() -> set[Path]:
         (["bake", "-a", "project_slug=1abc"], "project_slug '1abc' must start with a letter"),
         (
             ["bench", "fast"],
-            "unknown benchmark 'fast'; choose one of: loop, keras, image, launch, streaming",
+            "unknown benchmark 'fast'; choose one of: loop, keras, image, launch, streaming, "
+            "monitoring, monitoring-keras",
         ),
     ],
     ids=["unknown-option", "not-key-value", "bad-choice", "bad-slug", "unknown-benchmark"],

@@ -9,6 +9,7 @@ happen in the processes they start.
     image.py    the training image: image.build, .push, .run, .shell, .lock
     remote.py   cloud runs: cloud.status, .logs, .stop, .gpus (cloud/ does the work)
     data.py     datasets: shards for data=shards (data.prepare), to the bucket (data.push)
+    monitor.py  Prometheus, a Pushgateway and node_exporter for the runs here (invoke monitor)
     framework.py   what differs between frameworks (install, multi-device launch, index)
 """
 
@@ -20,11 +21,11 @@ from invoke import Collection
 # invoke puts tasks/ on sys.path, not the project: the cloud tasks import cloud/ from beside it.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from . import data, dev, image, remote, run
+from . import data, dev, image, monitor, remote, run
 from .args import check_command_line
 
 namespace = Collection()
-for module in (run, dev):
+for module in (run, dev, monitor):
     for task in Collection.from_module(module).tasks.values():
         namespace.add_task(task)
 for module, name in ((image, "image"), (remote, "cloud"), (data, "data")):

@@ -60,6 +60,10 @@ BAD = {
     "callbacks.checkpoint.mode=best": "callbacks.checkpoint.mode=best must be one of min, max",
     "callbacks.checkpoint.every_n_steps=0": "callbacks.checkpoint.every_n_steps=0 must be null or",
     "callbacks.checkpoint.min_interval_s=-5": "callbacks.checkpoint.min_interval_s=-5 must be a",
+    "monitoring=prometheus monitoring.port=80": "monitoring.port=80 must be an integer from 1024",
+    "monitoring.pushgateway=host:9091": "monitoring.pushgateway=host:9091 must be null or an http",
+    "monitoring.enabled=maybe": "monitoring.enabled=maybe must be true or false",
+    "monitoring=grafana": "monitoring=grafana: configs/monitoring/ has no grafana.yaml",
     "seed=abc": "seed=abc must be an integer",
     "test=perhaps": "test=perhaps must be true or false",
     "optimized_metric=val/f1": "optimized_metric=val/f1 must be null or a metric a run returns",
@@ -72,7 +76,8 @@ BAD = {
     "+model.hidden=[8]": "model.hidden: ",
 }
 # Keys that hold free text or Hydra's own settings: any value is fine.
-FREE = {"task_name", "ckpt_path", "tags", "callbacks.checkpoint.mirror_uri", "data.source", "paths"}
+FREE = {"task_name", "ckpt_path", "tags", "callbacks.checkpoint.mirror_uri", "data.source", "paths",
+        "monitoring.host", "monitoring.targets_dir"}  # fmt: skip
 
 
 def problem(*overrides: str, config: str = "train") -> str:
@@ -107,8 +112,10 @@ def covered(cfg: Any, path: str) -> bool:
 
 
 @pytest.mark.parametrize(
-    "group", ["", "model=cnn", "optimizer=sgd", "scheduler=constant", "data=shards"]
-)
+    "group",
+    ["", "model=cnn", "optimizer=sgd", "scheduler=constant", "data=shards",
+     "monitoring=prometheus"],
+)  # fmt: skip
 def test_every_key_of_the_configs_has_a_type_or_a_rule(group: str) -> None:
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         cfg = compose("train", overrides=[group] if group else [])

@@ -4,6 +4,7 @@ checkpoint, write metrics.json. train.py runs one; crossval.py one per fold."""
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from . import checkpoint, outputs, runtime, storage, tracking
+from . import checkpoint, live, outputs, runtime, storage, tracking
 from .contract import TrainerParts
 from .data import Splits
 from .loop import Trainer
@@ -27,6 +28,12 @@ def fit_and_test(
     `test`, or the config's `test` when None, says not to)."""
     started = time.perf_counter()
     checkpoint_dir = run_dir / "checkpoints"
+    # Rank k of a machine serves on monitoring.port + k (LOCAL_RANK where set, else the rank).
+    local_rank = int(os.environ.get("LOCAL_RANK", rt.rank))
+    metrics_live = live.start(
+        cfg.monitoring, run_dir, rt.rank, local_rank, job=__package__ or "train",
+        checkpoint_interval_s=cfg.callbacks.checkpoint.min_interval_s,
+    )  # fmt: skip
     runtime.seed_everything(cfg.seed, cfg.trainer.deterministic)
     config = outputs.write_resolved_config(cfg, run_dir) if rt.is_main else {}
     log.info(
@@ -39,7 +46,7 @@ def fit_and_test(
         splits.num_classes,
     )
     trackers = {name: instantiate(factory) for name, factory in cfg.logger.items()}
-    tracker = tracking.start(run_dir, config, trackers, enabled=rt.is_main)
+    tracker = tracking.start(run_dir, config, trackers, enabled=rt.is_main, live=metrics_live)
     exit_code = 1  # anything but a clean finish marks the tracked run as failed
     try:
         trainer = Trainer(parts(cfg, splits, config), rt, tracker, checkpoint_dir)
@@ -72,6 +79,7 @@ def fit_and_test(
         raise SystemExit(exit_code) from None
     finally:
         tracker.close(exit_code)
+        metrics_live.close(exit_code)
 
 
 def parts(cfg: DictConfig, splits: Splits, config: dict[str, Any]) -> TrainerParts:

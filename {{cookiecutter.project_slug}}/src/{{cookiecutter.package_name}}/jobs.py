@@ -21,7 +21,11 @@ from omegaconf import DictConfig
 
 from . import preflight, runtime
 from .data import DataError
+from .live import MonitoringError
 from .schema import register
+
+# Errors a job meets once it runs that are the user's to fix: one line, exit status 2.
+ONE_LINE_ERRORS = (DataError, MonitoringError)
 
 
 def run(config_name: str, main: Callable[[DictConfig], Any]) -> None:
@@ -35,13 +39,14 @@ def run(config_name: str, main: Callable[[DictConfig], Any]) -> None:
 
 
 def _one_line_errors(main: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
-    """Data that turns out unreadable once the job runs (a bucket, a shard, a file's contents)
-    ends it with one line and exit status 2, as preflight does, not a traceback."""
+    """Data that turns out unreadable once the job runs (a bucket, a shard, a file's contents),
+    or a monitoring port that is taken, ends it with one line and exit status 2, as preflight
+    does, not a traceback."""
 
     def checked(cfg: DictConfig) -> Any:
         try:
             return main(cfg)
-        except DataError as error:
+        except ONE_LINE_ERRORS as error:
             print(f"error: {_last_line(error)}", file=sys.stderr)
             raise SystemExit(2) from None
 
@@ -58,7 +63,7 @@ def job(device: str) -> Iterator[tuple[Any, Path]]:
         assert run_dir is not None
         try:
             yield rt, run_dir
-        except DataError:
+        except ONE_LINE_ERRORS:
             if rt.is_main:
                 _remove_if_only_hydra(run_dir)
             raise

@@ -52,6 +52,12 @@ OPEN_FRACTION = Rule("a number between 0 and 1, both excluded", lambda v: _numbe
 PROBABILITY = Rule("a number from 0 up to, not including, 1", lambda v: _number(v) and 0 <= v < 1)
 UNIT_INTERVAL = Rule("a number from 0 to 1", lambda v: _number(v) and 0 <= v <= 1)
 BOOLEAN = Rule("true or false", lambda v: isinstance(v, bool))
+# Up to 65535 less the ranks of a machine, which serve on port + local rank.
+PORT = Rule("an integer from 1024 to 65000", lambda v: _integer(v) and 1024 <= v <= 65000)
+HTTP_URL = Rule(
+    "an http:// or https:// URL",
+    lambda v: isinstance(v, str) and v.startswith(("http://", "https://")),
+)
 METRIC = Rule(
     "a metric the loop reports: val/loss or val/accuracy",
     lambda v: v in ("val/loss", "val/accuracy"),
@@ -168,6 +174,15 @@ class CallbacksConfig:
 
 
 @dataclass
+class MonitoringConfig:
+    enabled: bool = MISSING
+    host: str = MISSING
+    port: int = key(PORT)
+    pushgateway: Optional[str] = key(optional(HTTP_URL))
+    targets_dir: Optional[str] = MISSING
+
+
+@dataclass
 class TrainConfig:
     data: DataConfig = MISSING
     trainer: TrainerConfig = MISSING
@@ -176,6 +191,7 @@ class TrainConfig:
     optimizer: Any = MISSING
     scheduler: Any = MISSING
     logger: Any = MISSING
+    monitoring: MonitoringConfig = MISSING
     paths: Any = MISSING
     task_name: str = MISSING
     tags: list[str] = MISSING

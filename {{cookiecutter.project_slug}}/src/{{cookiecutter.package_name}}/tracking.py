@@ -3,6 +3,9 @@
 Each entry of the `logger` config group is a `_target_` factory (see configs/logger/) called with
 the run directory and the resolved config; it returns an object with `log(metrics, step)`,
 `summary(metrics)`, `finish(exit_code)` and `where()`. Only the main process tracks.
+
+Every process also hands what it logs to its live metrics (live.py: Prometheus, when
+`monitoring=prometheus`), which the loops reach as `tracker.live` for their per-batch counts.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
+
+from .live import NoLiveMetrics
 
 
 def as_metrics(totals: Sequence[float], prefix: str) -> dict[str, float]:
@@ -34,12 +39,20 @@ class ExternalTracker(Protocol):
 class Tracker:
     """Fan metrics out to metrics.jsonl and every configured tracker."""
 
-    def __init__(self, run_dir: Path, trackers: list[ExternalTracker], enabled: bool) -> None:
+    def __init__(
+        self,
+        run_dir: Path,
+        trackers: list[ExternalTracker],
+        enabled: bool,
+        live: NoLiveMetrics | None = None,
+    ) -> None:
         self.enabled = enabled
         self.trackers = trackers
+        self.live = live or NoLiveMetrics()
         self._jsonl = open(run_dir / "metrics.jsonl", "a") if enabled else None  # noqa: SIM115
 
     def log(self, metrics: dict[str, float], step: int) -> None:
+        self.live.observe(metrics)
         if not self.enabled:
             return
         assert self._jsonl is not None, "log() after close()"
@@ -50,6 +63,7 @@ class Tracker:
 
     def summary(self, metrics: dict[str, Any]) -> None:
         """Final figures of the run."""
+        self.live.observe(metrics)
         for tracker in self.trackers:
             tracker.summary(metrics)
 
@@ -74,9 +88,10 @@ def start(
     config: dict[str, Any],
     factories: Mapping[str, Callable[..., ExternalTracker]],
     enabled: bool,
+    live: NoLiveMetrics | None = None,
 ) -> Tracker:
     """Open metrics.jsonl and start each tracker (none on ranks other than 0)."""
     trackers = (
         [make(run_dir=run_dir, config=config) for make in factories.values()] if enabled else []
     )
-    return Tracker(run_dir, trackers, enabled)
+    return Tracker(run_dir, trackers, enabled, live)

@@ -7,6 +7,7 @@ they were trained with.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -31,19 +32,22 @@ class BackgroundSaver:
     write is in flight at a time; `wait` blocks until it is on disk and re-raises its error.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, on_written: Callable[[float], None] | None = None) -> None:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint")
         self._pending: Future | None = None
+        self.on_written = on_written  # called with the seconds a checkpoint took, once on disk
 
     def save(self, state: dict, path: Path, mirror_uri: str | None = None) -> None:
         self.wait()
+        started = time.perf_counter()
         snapshot = cpu_copy(state)
-        self._pending = self._pool.submit(self._write, snapshot, path, mirror_uri)
+        self._pending = self._pool.submit(self._write, snapshot, path, mirror_uri, started)
 
-    @staticmethod
-    def _write(state: dict, path: Path, mirror_uri: str | None) -> None:
+    def _write(self, state: dict, path: Path, mirror_uri: str | None, started: float) -> None:
         save(state, path)
         mirror(path, mirror_uri)
+        if self.on_written is not None:
+            self.on_written(time.perf_counter() - started)
 
     def wait(self) -> None:
         pending, self._pending = self._pending, None
@@ -86,10 +90,15 @@ class Checkpoints:
     """
 
     def __init__(
-        self, folder: Path, settings: CheckpointConfig, is_main: bool, extra: dict[str, Any]
+        self,
+        folder: Path,
+        settings: CheckpointConfig,
+        is_main: bool,
+        extra: dict[str, Any],
+        on_written: Callable[[float], None] | None = None,
     ) -> None:
         self.folder, self.settings, self.is_main, self.extra = folder, settings, is_main, extra
-        self.saver = BackgroundSaver()
+        self.saver = BackgroundSaver(on_written)
         self._saved_at = time.monotonic()  # of the last write
         self._unsaved_best: dict | None = None
 

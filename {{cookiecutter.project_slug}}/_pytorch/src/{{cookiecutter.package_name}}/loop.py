@@ -69,8 +69,9 @@ class Trainer:
             self.device.type, enabled=self.amp_dtype == torch.float16
         )
         ckpt = parts.callbacks.checkpoint
+        self.live = tracker.live  # Prometheus counters, or nothing (monitoring=none)
         self.checkpoints = checkpoint.Checkpoints(
-            checkpoint_dir, ckpt, runtime.is_main, parts.extra_state
+            checkpoint_dir, ckpt, runtime.is_main, parts.extra_state, self.live.checkpoint_saved
         )
         self.best = MetricMonitor(ckpt.monitor, ckpt.mode)
         self.best_val: dict[str, float] = {}  # all validation metrics of the best epoch
@@ -158,6 +159,7 @@ class Trainer:
         sampler.set_epoch(progress.epoch, skip=progress.batches_done * self.data.batch_size)
         self._epoch_loss.fill_(progress.loss_sum)  # non-zero when resuming mid-epoch
         self.net.train()
+        self.live.epoch_started()
         bar = tqdm(
             total=batches_per_epoch,
             initial=progress.batches_done,
@@ -203,6 +205,7 @@ class Trainer:
             self.scaler.scale(scaled).backward()
         self._epoch_loss.add_(loss.detach(), alpha=len(y))
         progress.samples += len(y)
+        self.live.batch(len(y), at_boundary)
         if at_boundary:
             self._optimizer_step()
             self._after_step(loss, stop)

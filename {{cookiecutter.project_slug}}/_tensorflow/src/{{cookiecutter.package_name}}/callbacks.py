@@ -23,6 +23,7 @@ import tensorflow as tf
 from tqdm import tqdm
 
 from . import outputs
+from .live import NoLiveMetrics
 from .runtime import Runtime, any_rank
 from .signals import GracefulStop, StopRequested
 from .tracking import Tracker
@@ -70,11 +71,20 @@ class TrackProgress(keras.callbacks.Callback):
     before EarlyStopping sets it for real.
     """
 
-    def __init__(self, progress: Progress, batches_per_epoch: int, accumulate: int) -> None:
+    def __init__(
+        self,
+        progress: Progress,
+        batches_per_epoch: int,
+        accumulate: int,
+        live: NoLiveMetrics | None = None,
+        batch_sizes: tuple[int, int] = (0, 0),  # (every batch's, the epoch's last batch's)
+    ) -> None:
         super().__init__()
         self.progress = progress
         self.batches_per_epoch = batches_per_epoch
         self.accumulate = accumulate
+        self.live = live or NoLiveMetrics()  # Prometheus counters, or nothing
+        self.batch_sizes = batch_sizes
         # The metrics' running sums (loss and accuracy totals and counts) of a half-done epoch.
         self.saved_metrics: list | None = None
         self._batches_total = 0
@@ -94,10 +104,16 @@ class TrackProgress(keras.callbacks.Callback):
         progress = self.progress
         progress.batches_done += 1
         self._batches_total += 1
+        stepped = self._batches_total // self.accumulate > progress.global_step
         progress.global_step = self._batches_total // self.accumulate
+        last = progress.batches_done == self.batches_per_epoch
+        self.live.batch(self.batch_sizes[last], stepped)
         if progress.batches_done == self.batches_per_epoch and batch + 1 < self.batches_per_epoch:
             self._cut_short = True  # the rest of an epoch begun before the resume
             self.model.stop_training = True
+
+    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+        self.live.epoch_started()
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         self.progress.epoch = epoch + 1

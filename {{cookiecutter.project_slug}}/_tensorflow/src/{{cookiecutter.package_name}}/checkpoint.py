@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -147,6 +148,7 @@ class Backup(keras.callbacks.BackupAndRestore):
         stateful: dict[str, Any],  # callbacks with get_state(), saved with the weights
         metadata: dict,
         runtime: Runtime,
+        on_saved: Callable[[float], None] | None = None,  # with the seconds a save took
     ) -> None:
         super().__init__(
             str(path.parent), save_freq=settings.every_n_steps or "epoch", delete_checkpoint=False
@@ -160,6 +162,7 @@ class Backup(keras.callbacks.BackupAndRestore):
         self.mirror_uri, self.min_interval_s = settings.mirror_uri, settings.min_interval_s
         self._resume_state: dict | None = None
         self._saved_at = time.monotonic()
+        self.on_saved = on_saved
 
     def restore(self, path: Path) -> None:
         """Continue the run saved at `path`: its progress and callback state now; its weights and
@@ -191,6 +194,7 @@ class Backup(keras.callbacks.BackupAndRestore):
             self._save_model()
 
     def _save_model(self) -> None:
+        started = time.perf_counter()
         self.best.flush()
         state = {
             "model": self.model,
@@ -202,6 +206,8 @@ class Backup(keras.callbacks.BackupAndRestore):
         }
         _save_on_every_worker(state, self.path, self.mirror_uri, self.runtime.is_main)
         self._saved_at = time.monotonic()
+        if self.on_saved is not None:
+            self.on_saved(time.perf_counter() - started)
 
     def save(self) -> None:
         """Write the last checkpoint now (a stop signal arrived)."""

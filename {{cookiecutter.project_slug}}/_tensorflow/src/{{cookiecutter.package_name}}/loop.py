@@ -103,7 +103,10 @@ class Trainer:
         if s.limit_train_batches:
             per_epoch = min(per_epoch, s.limit_train_batches)
         self._compile(max(1, per_epoch * s.max_epochs // s.accumulate_grad_batches))
-        callbacks, backup = self._callbacks(splits.val, stop, per_epoch)
+        bs = self.data.batch_size
+        epoch_samples = per_epoch * bs if even else min(len(splits.train), per_epoch * bs)
+        batch_sizes = (bs, epoch_samples - (per_epoch - 1) * bs)
+        callbacks, backup = self._callbacks(splits.val, stop, per_epoch, batch_sizes)
         if resume_from is not None:
             backup.restore(resume_from)
         if not progress.stopped_early and progress.epoch < s.max_epochs:
@@ -149,7 +152,7 @@ class Trainer:
             self.model.optimizer.build(self.model.trainable_variables)
 
     def _callbacks(
-        self, val: AnySplit, stop: GracefulStop, per_epoch: int
+        self, val: AnySplit, stop: GracefulStop, per_epoch: int, batch_sizes: tuple[int, int]
     ) -> tuple[list[keras.callbacks.Callback], Backup]:
         """The callbacks of `fit`, in the order Keras must call them.
 
@@ -159,7 +162,10 @@ class Trainer:
         StopOnSignal (which has it write the last checkpoint).
         """
         s, ckpt = self.settings, self.parts.callbacks.checkpoint
-        track_progress = TrackProgress(self.progress, per_epoch, s.accumulate_grad_batches)
+        live = self.tracker.live  # Prometheus counters, or nothing (monitoring=none)
+        track_progress = TrackProgress(
+            self.progress, per_epoch, s.accumulate_grad_batches, live, batch_sizes
+        )
         stateful: dict[str, Any] = {"best": self.best}
         if self.early_stopping is not None:
             stateful["early_stopping"] = self.early_stopping
@@ -171,6 +177,7 @@ class Trainer:
             stateful,
             self.parts.extra_state,
             self.runtime,
+            live.checkpoint_saved,
         )
         score_val = scorer(
             self.model, eval_dataset(val, self.data.batch_size, s.limit_eval_batches),

@@ -1,0 +1,344 @@
+"""Live metrics (`monitoring=prometheus`), watched by a real Prometheus, Pushgateway and
+node_exporter that `invoke monitor` starts as a user starts them: the step counter rises, the loss
+falls, samples/s is positive, every dashboard panel's query returns data, and the final push
+arrives, after SIGTERM and after a clean finish. promtool checks the exposition, the generated
+config and the alert rules, and fires each alert on synthetic series (monitoring/alerts_test.yml).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import PROJECT_ROOT, SHORT, invoke_cli, module_command, project_env, run_module
+from helpers import services
+from omegaconf import OmegaConf
+
+from {{ cookiecutter.package_name }} import live
+
+MONITORING = PROJECT_ROOT / "monitoring"
+DASHBOARDS = MONITORING / "grafana" / "dashboards"
+PROGRAMS = ("prometheus", "promtool", "prometheus-pushgateway", "prometheus-node-exporter")
+MISSING = [name for name in PROGRAMS if shutil.which(name) is None]
+needs_prometheus = pytest.mark.skipif(
+    bool(MISSING),
+    reason=f"needs {', '.join(MISSING)} (Debian: apt-get install prometheus "
+    "prometheus-pushgateway prometheus-node-exporter)",
+)
+
+
+@dataclass
+class Stack:
+    folder: Path
+    prometheus: str
+    pushgateway: str
+
+    def query(self, promql: str) -> list[dict]:
+        return self._api("query", query=promql)
+
+    def query_range(self, promql: str, seconds: float) -> list[dict]:
+        now = time.time()
+        return self._api("query_range", query=promql, start=now - seconds, end=now, step=0.25)
+
+    def _api(self, endpoint: str, **params: object) -> list[dict]:
+        url = f"{self.prometheus}/api/v1/{endpoint}?{urllib.parse.urlencode(params)}"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            answer = json.load(response)
+        assert answer["status"] == "success", answer
+        return answer["data"]["result"]
+
+    def pushed(self) -> list[dict]:
+        """The Pushgateway's groups: their labels and metrics."""
+        with urllib.request.urlopen(f"{self.pushgateway}/api/v1/metrics", timeout=10) as response:
+            return json.load(response)["data"]
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """`invoke monitor` on free ports, scraping every 250 ms; Ctrl-C (SIGINT) at the end."""
+    if MISSING:
+        pytest.skip(f"needs {', '.join(MISSING)}")
+    folder = tmp_path_factory.mktemp("monitor")
+    ports = [services.free_port() for _ in range(3)]
+    process = subprocess.Popen(
+        [
+            sys.executable, "-m", "invoke", "monitor", f"--port={ports[0]}",
+            f"--pushgateway-port={ports[1]}", f"--node-port={ports[2]}",
+            "--scrape-interval=250ms", f"--folder={folder}",
+        ],
+        cwd=PROJECT_ROOT, env=project_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True,
+    )  # fmt: skip
+    assert process.stdout is not None
+    printed = []
+    for line in process.stdout:
+        printed.append(line)
+        if "Ctrl-C stops them" in line:
+            break
+    else:
+        pytest.fail("invoke monitor did not start:\n" + "".join(printed))
+    assert f"http://127.0.0.1:{ports[0]}" in "".join(printed)
+    yield Stack(folder, f"http://127.0.0.1:{ports[0]}", f"http://127.0.0.1:{ports[1]}")
+    process.send_signal(signal.SIGINT)
+    rest = process.communicate(timeout=60)[0]
+    assert process.returncode == 0, "".join(printed) + rest
+    assert "stopping" in rest
+    assert not any(_listening(port) for port in ports), "a server outlived invoke monitor"
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _wait(condition, what: str, timeout: float = 120) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.25)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _monitored(stack: Stack, port: int) -> list[str]:
+    return [
+        "logger=jsonl", "monitoring=prometheus", f"monitoring.port={port}",
+        f"monitoring.pushgateway={stack.pushgateway}",
+        f"monitoring.targets_dir={stack.folder / 'targets'}",
+    ]  # fmt: skip
+
+
+def _labels(**labels: str) -> str:
+    """A PromQL (and exposition) label set: {run="x",split="y"}."""
+    return "{" + ",".join(f'{name}="{value}"' for name, value in labels.items()) + "}"
+
+
+def _values(series: list[dict]) -> list[float]:
+    assert len(series) == 1, series
+    return [float(value) for _, value in series[0]["values"]]
+
+
+def _panel_queries(run: str) -> Iterator[tuple[str, str]]:
+    """(panel title, PromQL) of every dashboard, with Grafana's variables filled in."""
+    for path in sorted(DASHBOARDS.glob("*.json")):
+        for panel in json.loads(path.read_text())["panels"]:
+            for target in panel["targets"]:
+                expr = target["expr"].replace("$__rate_interval", "2s").replace("$run", run)
+                yield f"{path.name}: {panel['title']}", expr
+
+
+@pytest.mark.slow
+@needs_prometheus
+def test_prometheus_watches_a_run_live_and_the_pushgateway_keeps_its_end(
+    stack: Stack, tmp_path: Path
+) -> None:
+    port, run = services.free_port(), "watched"
+    command = module_command(
+        "train", *_monitored(stack, port), "trainer.max_epochs=500", "trainer.log_every_n_steps=1",
+        "callbacks.early_stopping=null", "callbacks.checkpoint.min_interval_s=0",
+        f"hydra.run.dir={tmp_path / run}",
+    )  # fmt: skip
+    training = subprocess.Popen(
+        command, cwd=PROJECT_ROOT, env=project_env(), stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        selector = _labels(run=run)
+        _wait(lambda: stack.query(f"train_epoch{selector} >= 3"), "three epochs in Prometheus")
+        steps = _values(stack.query_range(f"train_steps_total{selector}", 120))
+        assert steps[-1] > steps[0] and steps == sorted(steps), steps
+        loss = _values(stack.query_range("train_loss" + _labels(run=run, split="train"), 120))
+        assert loss[-1] < loss[0], loss
+        assert stack.query(f"max_over_time(train_samples_per_second{selector}[1m]) > 0")
+        exposition = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read()
+        lint = subprocess.run(["promtool", "check", "metrics"], input=exposition,
+                              capture_output=True)  # fmt: skip
+        assert lint.returncode == 0, lint.stdout + lint.stderr
+        # No GPU here: a GPU run's series, pushed as a stand-in, so the GPU panels have data.
+        if not stack.query(f"train_gpu_utilization_ratio{selector}"):
+            _push_gpu_stand_in(stack, run)
+        _wait(lambda: stack.query(f"train_gpu_utilization_ratio{selector}"), "the stand-in")
+        empty = [(title, q) for title, q in _panel_queries(run) if not stack.query(q)]
+        assert empty == [], f"panels without data: {empty}"
+        target_files = list((stack.folder / "targets").glob(f"{run}-*.json"))
+        assert len(target_files) == 1
+    finally:
+        training.send_signal(signal.SIGTERM)
+        output = training.communicate(timeout=120)[0]
+    assert training.returncode == 128 + signal.SIGTERM, output
+    assert not target_files[0].exists(), "the run's announcement outlived it"
+    stopped = _group(stack, run)
+    assert stopped["train_exit_code"] == 128 + signal.SIGTERM
+    assert "train_last_success_timestamp_seconds" not in stopped
+    assert stopped["train_steps_total"] >= steps[-1]
+
+    done = run_module(
+        "train", *SHORT, *_monitored(stack, port), f"hydra.run.dir={tmp_path / 'done'}"
+    )
+    assert done.returncode == 0, done.stdout
+    finished = _group(stack, "done")
+    assert finished["train_exit_code"] == 0
+    assert finished["train_last_success_timestamp_seconds"] > time.time() - 600
+    assert "test/accuracy" in (tmp_path / "done" / "metrics.json").read_text()
+    # Prometheus scrapes the gateway with the pushed labels kept (honor_labels).
+    _wait(lambda: stack.query('train_last_success_timestamp_seconds{run="done"}'), "the push")
+
+
+def _group(stack: Stack, run: str) -> dict[str, float]:
+    """What the run pushed: metric name -> the value of its first series (histograms left out)."""
+    for group in stack.pushed():
+        if group["labels"].get("run") == run:
+            return {
+                name: float(family["metrics"][0]["value"])
+                for name, family in group.items()
+                if isinstance(family, dict) and "value" in (family.get("metrics") or [{}])[0]
+            }
+    raise AssertionError(f"no push of run {run}: {stack.pushed()}")
+
+
+def _push_gpu_stand_in(stack: Stack, run: str) -> None:
+    body = "".join(
+        f"{name}{_labels(run=run, rank='0', gpu='0')} {value}\n"
+        for name, value in (
+            ("train_gpu_utilization_ratio", 0.9),
+            ("train_gpu_memory_used_bytes", 2e9),
+            ("train_gpu_memory_total_bytes", 16e9),
+        )
+    )
+    request = urllib.request.Request(
+        f"{stack.pushgateway}/metrics/job/gpu-stand-in", data=body.encode(), method="PUT"
+    )
+    urllib.request.urlopen(request, timeout=10).close()
+
+
+@needs_prometheus
+def test_alert_rules_check_and_fire_on_synthetic_series() -> None:
+    for command in (["check", "rules", "alerts.yml"], ["test", "rules", "alerts_test.yml"]):
+        done = subprocess.run(
+            ["promtool", *command], cwd=MONITORING, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+    rules = OmegaConf.load(MONITORING / "alerts.yml")
+    tested = OmegaConf.load(MONITORING / "alerts_test.yml")
+    names = {rule.alert for group in rules.groups for rule in group.rules}
+    firing = {
+        case.alertname for test in tested.tests for case in test.alert_rule_test if case.exp_alerts
+    }
+    assert names == firing == {"TrainingStalled", "GpuIdleWhileTraining", "CheckpointStale"}
+
+
+@needs_prometheus
+def test_the_dry_run_prints_a_config_promtool_accepts(tmp_path: Path) -> None:
+    done = invoke_cli("monitor", "--dry-run", f"--folder={tmp_path / 'm'}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not (tmp_path / "m").exists(), "a dry run writes nothing"
+    config, _, commands = done.stdout.partition("\n}\n")
+    (tmp_path / "prometheus.yml").write_text(config + "\n}\n")
+    check = subprocess.run(
+        ["promtool", "check", "config", str(tmp_path / "prometheus.yml")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "SUCCESS: 3 rules found" in check.stdout
+    assert "--web.listen-address=127.0.0.1:9090" in commands
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--port", "nine"], "--port 'nine' is not a whole number"),
+        (["--node-port", "70000"], "--node-port 70000: a port goes up to 65535"),
+        (["--pushgateway-port", "9090"], "the three ports must differ"),
+        (["--scrape-interval", "5x"], "--scrape-interval '5x': give a duration such as 250ms"),
+    ],
+)
+def test_invoke_monitor_refuses_bad_flags_in_one_line(
+    flags: list[str], message: str, tmp_path: Path
+) -> None:
+    done = invoke_cli("monitor", *flags, f"--folder={tmp_path / 'm'}")
+    assert done.returncode == 2 and message in done.stderr, done.stdout + done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "m").exists()
+
+
+def test_invoke_monitor_names_what_is_missing_and_installs_nothing(tmp_path: Path) -> None:
+    done = invoke_cli("monitor", f"--folder={tmp_path / 'm'}", env=project_env(PATH=str(tmp_path)))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "prometheus (install: sudo apt-get install prometheus)" in done.stderr
+    assert "node_exporter (install:" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "m").exists()
+
+
+def test_the_dashboards_use_the_provisioned_data_source() -> None:
+    provisioned = OmegaConf.load(MONITORING / "grafana/provisioning/datasources/prometheus.yml")
+    uid = provisioned.datasources[0].uid
+    dashboards = sorted(DASHBOARDS.glob("*.json"))
+    assert dashboards
+    for path in dashboards:
+        text = path.read_text()
+        assert "${DS_" not in text, f"{path.name}: a placeholder file provisioning won't fill"
+        for panel in json.loads(text)["panels"]:
+            sources = [panel["datasource"], *(t["datasource"] for t in panel["targets"])]
+            assert {s["uid"] for s in sources} == {uid}, panel["title"]
+            assert panel["targets"], panel["title"]
+
+
+def test_rank_k_serves_on_port_plus_k_with_its_rank_label(tmp_path: Path) -> None:
+    port = services.free_port()
+    settings = OmegaConf.create(
+        {"enabled": True, "host": "127.0.0.1", "port": port - 1, "pushgateway": None,
+         "targets_dir": str(tmp_path / "targets")}
+    )  # fmt: skip
+    exporter = live.start(settings, tmp_path / "r", rank=3, local_rank=1, job="j")
+    try:
+        exporter.batch(8, optimizer_step=True)
+        exporter.observe({"train/loss": 0.5, "val/accuracy": 0.75, "epoch": 2})
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
+        assert 'train_steps_total{rank="3",run="r"} 1.0' in text
+        assert 'train_samples_total{rank="3",run="r"} 8.0' in text
+        assert 'train_loss{rank="3",run="r",split="train"} 0.5' in text
+        assert 'train_accuracy_ratio{rank="3",run="r",split="val"} 0.75' in text
+        assert "train_gpu_" not in text, "no GPU here: no GPU series, not zeros"
+        [target] = (tmp_path / "targets").iterdir()
+        assert json.loads(target.read_text())[0]["targets"] == [f"127.0.0.1:{port}"]
+    finally:
+        exporter.close(0)
+    assert not list((tmp_path / "targets").iterdir())
+    assert not _listening(port)
+
+
+def test_a_taken_port_stops_the_run_in_one_line_before_it_trains(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = run_module(
+            "train", *SHORT, "monitoring=prometheus", f"monitoring.port={port}",
+            f"hydra.run.dir={tmp_path / 'run'}",
+        )  # fmt: skip
+    assert done.returncode == 2, done.stdout
+    lines = [line for line in done.stdout.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and f"monitoring.port={port}: cannot serve" in lines[0], done.stdout
+    assert "Traceback" not in done.stdout
+    assert not (tmp_path / "run").exists()
+
+
+def test_monitoring_none_imports_no_prometheus_client() -> None:
+    code = (
+        "import sys; import {{ cookiecutter.package_name }}.train, "
+        "{{ cookiecutter.package_name }}.fit, {{ cookiecutter.package_name }}.loop; "
+        "print('prometheus_client' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, env=project_env(),
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.stdout.strip() == "False", done.stdout + done.stderr
