@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,11 @@ import pytest
 
 from template_tools import bake, variants
 from template_tools.variants import Variant
+
+# The tests send Ctrl-C (SIGINT) to what they start. A shell that ran this suite in the background
+# left SIGINT ignored, which every child would inherit and so never see Ctrl-C: take it back.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent
 PROJECT_TEMPLATE = "{{cookiecutter.project_slug}}"

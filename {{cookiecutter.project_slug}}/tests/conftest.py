@@ -13,6 +13,12 @@ from pathlib import Path
 
 import pytest
 
+# The tests send Ctrl-C (SIGINT) to what they start. A shell that ran this suite in the background
+# left SIGINT ignored, which every child would inherit and so never see Ctrl-C: take it back.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 PACKAGE = "{{ cookiecutter.package_name }}"
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 CONFIG_DIR = PROJECT_ROOT / "configs"

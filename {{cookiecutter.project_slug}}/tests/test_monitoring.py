@@ -155,7 +155,14 @@ def test_prometheus_watches_a_run_live_and_the_pushgateway_keeps_its_end(
     )  # fmt: skip
     try:
         selector = _labels(run=run)
-        _wait(lambda: stack.query(f"train_epoch{selector} >= 3"), "three epochs in Prometheus")
+        # Four scrapes of a run past its third epoch (discovery may come late on a busy machine).
+        _wait(
+            lambda: (
+                stack.query(f"count_over_time(train_steps_total{selector}[2m]) >= 4")
+                and stack.query(f"train_epoch{selector} >= 3")
+            ),
+            "four scrapes and three epochs in Prometheus",
+        )
         steps = _values(stack.query_range(f"train_steps_total{selector}", 120))
         assert steps[-1] > steps[0] and steps == sorted(steps), steps
         loss = _values(stack.query_range("train_loss" + _labels(run=run, split="train"), 120))
