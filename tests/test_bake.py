@@ -33,17 +33,22 @@ cloud.toml
 cloud/__init__.py
 cloud/aws.py
 cloud/azure.py
+cloud/azureml.py
 cloud/catalog.json
 cloud/catalog.py
 cloud/commands.py
 cloud/gcp.py
 cloud/image.json
+cloud/jobs.py
 cloud/local.py
 cloud/plan.py
 cloud/runs.py
+cloud/sagemaker.py
 cloud/settings.py
+cloud/skypilot.py
 cloud/startup.py
 cloud/startup.sh
+cloud/vertex.py
 configs/callbacks/default.yaml
 configs/crossval.yaml
 configs/data/_defaults.yaml
@@ -107,6 +112,7 @@ src/{package}/monitor.py
 src/{package}/outputs.py
 src/{package}/prepare.py
 src/{package}/preflight.py
+src/{package}/run_secrets.py
 src/{package}/runtime.py
 src/{package}/schedules.py
 src/{package}/schema.py
@@ -124,6 +130,7 @@ tasks/data.py
 tasks/dev.py
 tasks/framework.py
 tasks/image.py
+tasks/managed.py
 tasks/monitor.py
 tasks/project.py
 tasks/remote.py
@@ -134,6 +141,7 @@ tests/helpers/__init__.py
 tests/helpers/collectives.py
 tests/helpers/datasets.py
 tests/helpers/google_api.py
+tests/helpers/sdks.py
 tests/helpers/seen_samples.py
 tests/helpers/services.py
 tests/helpers/sync_check.py
@@ -154,8 +162,10 @@ tests/test_gpu.py
 tests/test_image_tasks.py
 tests/test_launch.py
 tests/test_loop.py
+tests/test_managed_jobs.py
 tests/test_monitoring.py
 tests/test_resume.py
+tests/test_run_secrets.py
 tests/test_shard_loader.py
 tests/test_shards.py
 tests/test_sweep.py

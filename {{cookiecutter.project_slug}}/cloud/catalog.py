@@ -143,3 +143,44 @@ def rows(cloud: str | None = None) -> list[Offer]:
         for gpu, counts in load()["clouds"][name]["gpus"].items()
         for count in counts
     ]
+
+
+def service_name(kind: str, gpu: str) -> str:
+    """What a training service calls `gpu` (`kind`: vertex_accelerator, skypilot_accelerator)."""
+    names = load()["services"][kind]
+    if gpu not in names:
+        known = ", ".join(name for name in names if name != "source")
+        raise CatalogError(
+            f"--gpu {gpu}: {kind.split('_')[0]} has no name for it; it takes {known}"
+        )
+    return str(names[gpu])
+
+
+def job_price(backend: str, offered: Offer, spot: bool) -> tuple[float | None, str]:
+    """USD per hour of one node of a training-service job, and what the number is."""
+    services = load()["services"]
+    vm_price = offered.price(spot)
+    if backend == "skypilot":
+        return vm_price, (
+            f"{offered.source}; SkyPilot may pick another machine with these GPUs, and adds its "
+            "jobs controller, a small CPU VM"
+        )
+    if offered.cloud == "aws":
+        listed = services["sagemaker_on_demand"]
+        kind = f"ml.{offered.machine}"
+        sources = load()["sources"]
+        if kind in listed:
+            source = sources[listed["source"]]
+            what = f"SageMaker's {kind} rate, {listed['source']} (data dated {source['dated']})"
+            price = float(listed[kind])
+        else:
+            factor = services["sagemaker_unlisted_factor"]
+            price = round(offered.on_demand * factor["value"], 4)
+            what = f"EC2's rate x {factor['value']} ({factor['source']})"
+        # Managed spot bills fewer seconds at no published rate: the on-demand rate caps it.
+        return price, what + (", spot bills less: at most this" if spot else "")
+    if offered.cloud == "azure":
+        return vm_price, f"{offered.source}; Azure ML bills the VM's price"
+    return vm_price, (
+        f"{offered.source}; at least this: Vertex AI's own rate is higher and not in the catalog"
+    )

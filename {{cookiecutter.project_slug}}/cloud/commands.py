@@ -19,6 +19,7 @@ INSTALL = {
     "gcloud": "install the Google Cloud CLI: https://cloud.google.com/sdk/docs/install",
     "az": "pip install azure-cli (or https://learn.microsoft.com/cli/azure/install-azure-cli)",
     "docker": "install Docker (https://docs.docker.com/engine/install/)",
+    "sky": "pip install 'skypilot[aws,gcp,azure]' and run sky check (https://docs.skypilot.co)",
 }
 LOGIN = {
     "aws": "aws configure (or aws sso login)",
@@ -36,6 +37,10 @@ FAILURES = [
         "not logged in to Google Cloud: {login}",
     ),
     (r"Please run 'az login'|AADSTS700082", "not logged in to Azure: {login}"),
+    (
+        r"'ml' is misspelled or not recognized",
+        "the az CLI has no ml extension (Azure ML jobs): az extension add -n ml",
+    ),
     (
         r"VcpuLimitExceeded|MaxSpotInstanceCountExceeded|QUOTA_EXCEEDED|QuotaExceeded|"
         r"exceeding approved .* quota",

@@ -15,6 +15,9 @@ from .catalog import Offer
 # Valid as a GCP instance name, an AWS tag, an Azure VM name and a GCP label value: lowercase,
 # a letter first, no underscore, no trailing hyphen, 40 characters at most (room for a prefix).
 RUN_ID = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
+# vm: one VM this template starts and deletes; managed: the cloud's training service
+# (SageMaker, Vertex AI, Azure ML) runs the nodes; skypilot: SkyPilot's managed jobs do.
+BACKENDS = ("vm", "managed", "skypilot")
 LABEL_PREFIX = "invoke"  # every resource a run makes carries invoke-managed=true and invoke-run
 
 
@@ -58,11 +61,28 @@ class Plan:
     secrets: dict[str, str] = field(default_factory=dict)  # env name -> secret-store name
     created: str = ""  # ISO time, UTC
     user: str = ""
+    backend: str = "vm"  # one of BACKENDS
+    nodes: int = 1  # machines, each with offer.count GPUs
+    node_price: float | None = None  # a service's USD/h per node (catalog.job_price), or None
+    price_note: str = ""  # what node_price is, and its source
+    job_name: str = ""  # the service's name for this submission (a resubmission needs a new one)
+
+    @property
+    def job(self) -> str:
+        return self.job_name or self.run_id
+
+    @property
+    def is_job(self) -> bool:
+        """A job of a training service (managed, skypilot), not a VM of ours."""
+        return self.backend != "vm"
 
     @property
     def price(self) -> float | None:
-        """USD per hour, estimated from the catalog (None for --cloud=local)."""
-        return self.offer.price(self.spot) if self.offer else 0.0
+        """USD per hour of all the nodes, estimated from the catalog (0 for --cloud=local)."""
+        if not self.offer:
+            return 0.0
+        each = self.node_price if self.is_job else self.offer.price(self.spot)
+        return None if each is None else round(each * self.nodes, 4)
 
     @property
     def cost_cap(self) -> float | None:
@@ -96,9 +116,11 @@ class Plan:
             rows += [
                 ("machine", f"{offer.machine} ({offer.vcpus} vCPUs, {offer.memory_gib} GiB)"),
                 ("GPU", f"{offer.count} x {offer.gpu}" + (", spot" if self.spot else "")),
+                *([("nodes", f"{self.nodes} machines like it")] if self.nodes > 1 else []),
+                *([("engine", ENGINES[self.backend, self.cloud])] if self.is_job else []),
                 (
                     "price",
-                    f"${self.price:.3f}/h, estimated ({offer.source})"
+                    f"${self.price:.3f}/h, estimated ({self.price_note or offer.source})"
                     if self.price is not None
                     else "unknown: the catalog has no spot price",
                 ),
@@ -112,10 +134,41 @@ class Plan:
         rows += [
             ("image", self.image),
             ("outputs", self.bucket),
-            ("deadline", f"{self.deadline} (the machine deletes itself by then)"),
+            (
+                ("time limit", f"{self.max_hours:g} h of running, then the service stops it")
+                if self.is_job
+                else ("deadline", f"{self.deadline} (the machine deletes itself by then)")
+            ),
             ("command", shlex.join(self.container)),
         ]
         return rows
+
+
+ENGINES = {
+    ("managed", "aws"): "SageMaker training job",
+    ("managed", "gcp"): "Vertex AI custom job",
+    ("managed", "azure"): "Azure ML command job (serverless compute)",
+    **{
+        ("skypilot", cloud): f"SkyPilot managed job on {cloud}" for cloud in ("aws", "gcp", "azure")
+    },
+}
+
+
+def check_nodes(backend: str, nodes: str | int) -> int:
+    if backend not in BACKENDS:
+        raise PlanError(f"--backend {backend!r}: choose one of {', '.join(BACKENDS)}")
+    try:
+        count = int(nodes)
+    except ValueError:
+        raise PlanError(f"--nodes {nodes!r} is not a whole number; e.g. --nodes 2") from None
+    if not 1 <= count <= 64:
+        raise PlanError(f"--nodes {nodes}: give 1 to 64 machines")
+    if count > 1 and backend == "vm":
+        raise PlanError(
+            f"--nodes {count}: one VM per run with --backend=vm; several nodes run as a job of "
+            "the cloud's training service: add --backend=managed (or --backend=skypilot)"
+        )
+    return count
 
 
 def _label(text: str) -> str:

@@ -51,6 +51,7 @@ def load(cloud: str, project: str) -> dict[str, Any]:
             "bucket": given.get("bucket", ""),  # default from the account: aws.bucket()
             "instance_profile": given.get("instance_profile", f"{project}-runner"),
             "image": given.get("image", ""),  # an AMI id, to pin one instead of the newest DLAMI
+            "sagemaker_role": given.get("sagemaker_role", ""),  # default: <project>-sagemaker
         }
     elif cloud == "gcp":
         gcp_project = given.get("project") or _cli_value("gcloud", "config", "get-value", "project")
@@ -77,6 +78,9 @@ def load(cloud: str, project: str) -> dict[str, Any]:
             "storage_account": given.get("storage_account", ""),
             "bucket": given.get("bucket", "az://runs"),
             "identity": given.get("identity", ""),
+            "key_vault": given.get("key_vault", ""),
+            "workspace": given.get("workspace", project),  # Azure ML's, for --backend=managed
+            "datastore": given.get("datastore", ""),  # default: <project>_runs, over `bucket`
         }
     else:  # local
         settings |= {

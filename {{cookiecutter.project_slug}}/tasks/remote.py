@@ -11,6 +11,7 @@ import dataclasses
 import datetime
 import getpass
 import json
+import secrets
 import shutil
 import sys
 import time
@@ -18,11 +19,11 @@ from typing import Any
 
 from invoke import Context, Exit, task
 
-from cloud import CLIS, PROVIDERS, catalog, runs, settings, startup
+from cloud import CLIS, PROVIDERS, catalog, jobs, runs, settings, startup
 from cloud.commands import Capacity, CloudError, Commands
-from cloud.plan import Plan, PlanError, check_max_hours, check_run_id, new_run_id
+from cloud.plan import Plan, PlanError, check_max_hours, check_nodes, check_run_id, new_run_id
 
-from . import framework, image
+from . import framework, image, managed
 from .project import DEFAULT_CLOUD, DEFAULT_GPU, IMAGE, PACKAGE
 
 PUSHES = runs.RUNS / "pushes.json"  # the last push to each cloud
@@ -86,10 +87,14 @@ def plan_run(
     resume: str,
     overrides: list[str],
     cmd: Commands,
+    backend: str = "vm",
+    nodes: str | int = 1,
 ) -> Plan:
     """Check every flag against the catalog and settings, then make the run's plan."""
     if cloud not in PROVIDERS:
         raise PlanError(f"--cloud {cloud!r}: choose one of {', '.join(PROVIDERS)}")
+    node_count = check_nodes(backend, nodes)
+    engine = jobs.engine(backend, cloud) if backend != "vm" else None
     hours = check_max_hours(max_hours)
     name, count = catalog.parse_gpu(gpu or DEFAULT_GPU)
     offer = None
@@ -106,18 +111,24 @@ def plan_run(
             f"--image {image_ref}: give it by digest (repo@sha256:...), never a moving tag"
         )
     options = settings.load(cloud, IMAGE)
-    if shutil.which(CLIS[cloud]) is None and not cmd.dry_run:
-        raise CloudError(f"{CLIS[cloud]} not found: {_install(cloud)}")
+    for cli in (CLIS[cloud], *(["sky"] if backend == "skypilot" else [])):
+        if shutil.which(cli) is None and not cmd.dry_run:
+            raise CloudError(f"{cli} not found: {_install(cli)}")
     run_id = check_run_id(resume) if resume else new_run_id(IMAGE)
     chosen_region = region or options.get("region") or options.get("location") or ""
     chosen_zone = zone or (options.get("zone", "") if cloud == "gcp" else "")
-    bucket = PROVIDERS[cloud].ensure_bucket(options, cmd)
-    if cloud == "aws":
-        PROVIDERS[cloud].ensure_identity(options, cmd)
-    container = framework.container_command(
-        PACKAGE, offer.count if offer else 1, [f"hydra.run.dir={RUN_DIR}", *overrides]
-    )
-    return Plan(
+    bucket = f"{PROVIDERS[cloud].ensure_bucket(options, cmd)}/{IMAGE}/{run_id}"
+    if engine is not None:  # each node runs the launcher; the service keeps the run folder
+        container = jobs.launcher(PACKAGE, engine.run_dir(bucket), overrides)
+        node_price, price_note = catalog.job_price(backend, offer, spot)  # type: ignore[arg-type]
+    else:
+        if cloud == "aws":
+            PROVIDERS[cloud].ensure_identity(options, cmd)
+        container = framework.container_command(
+            PACKAGE, offer.count if offer else 1, [f"hydra.run.dir={RUN_DIR}", *overrides]
+        )
+        node_price, price_note = None, ""
+    plan = Plan(
         run_id=run_id,
         cloud=cloud,
         offer=offer,
@@ -126,19 +137,26 @@ def plan_run(
         zone=chosen_zone,
         image=image_ref or push_to(c, cloud, cpu=cloud == "local", cmd=cmd),
         max_hours=hours,
-        bucket=f"{bucket}/{IMAGE}/{run_id}",
+        bucket=bucket,
         container=container,
         settings=options,
         secrets=dict(options["secrets"]),
         created=_now().isoformat(),
         user=getpass.getuser(),
+        backend=backend,
+        nodes=node_count,
+        node_price=node_price,
+        price_note=price_note,
     )
+    if engine is not None:
+        engine.check(plan)
+    return plan
 
 
-def _install(cloud: str) -> str:
+def _install(cli: str) -> str:
     from cloud.commands import INSTALL
 
-    return INSTALL[CLIS[cloud]]
+    return INSTALL[CLIS.get(cli, cli)]
 
 
 def show(plan: Plan, cmd: Commands) -> None:
@@ -224,19 +242,26 @@ def run_in_cloud(
     resume: str,
     retries: int,
     overrides: list[str],
+    backend: str = "vm",
+    nodes: str = "1",
 ) -> None:
     """The whole of `invoke train --cloud=...`."""
     cmd = Commands(dry_run=dry_run)
     try:
         plan = plan_run(
-            c, cloud, gpu, spot, region, zone, image_ref, max_hours, resume, overrides, cmd
-        )
+            c, cloud, gpu, spot, region, zone, image_ref, max_hours, resume, overrides, cmd,
+            backend, nodes,
+        )  # fmt: skip
         show(plan, cmd)
-        problem = getattr(PROVIDERS[cloud], "quota_problem", lambda *_: None)(plan, cmd)
-        if problem:
-            raise CloudError(problem)
+        if not plan.is_job:  # a VM's quota; the services check their own when they schedule
+            problem = getattr(PROVIDERS[cloud], "quota_problem", lambda *_: None)(plan, cmd)
+            if problem:
+                raise CloudError(problem)
         if not dry_run:
             confirm(plan, yes)
+        if plan.is_job:
+            run_job(plan, cmd, detach, retries)
+            return
         for attempt in range(retries + 1):
             if not dry_run:
                 runs.save(plan, {})  # before the machine starts: a run is never unrecorded
@@ -260,6 +285,37 @@ def run_in_cloud(
             print(f"preempted: relaunching {plan.run_id} (retry {attempt + 1} of {retries})")
     except (PlanError, catalog.CatalogError, CloudError) as error:
         raise _fail(error) from None
+
+
+def run_job(plan: Plan, cmd: Commands, detach: bool, retries: int) -> None:
+    """Submit the plan's job to the service, then follow it (unless --detach). A preempted job
+    the service does not restart itself (Azure ML's) is resubmitted, up to --retries times, and
+    resumes from the checkpoint in the run's folder."""
+    earlier = (runs.load(plan.run_id) or {}).get("job")  # --resume: the run's last job
+    for attempt in range(retries + 1):
+        if attempt or earlier:  # the services keep a job's name: a new submission, a new name
+            plan = dataclasses.replace(plan, job_name=f"{plan.run_id}-r{secrets.token_hex(2)}")
+        if not cmd.dry_run:
+            runs.save(plan, {"backend": plan.backend, "nodes": plan.nodes})
+        ids = managed.submit(plan, cmd)
+        if cmd.dry_run:
+            return
+        runs.update(plan.run_id, **ids)
+        if detach:
+            print(
+                f"submitted {plan.run_id} ({ids['job']}): invoke logs --run {plan.run_id} "
+                f"--follow; invoke status --run {plan.run_id}; invoke stop --run {plan.run_id}"
+            )
+            return
+        record = runs.load(plan.run_id) or {}
+        state = managed.follow(plan, record, PROVIDERS[plan.cloud])
+        runs.update(plan.run_id, status={"reason": state["state"]})
+        print(f"run {plan.run_id} {state['state']}: outputs in {plan.bucket}/outputs")
+        if state["state"] == "finished":
+            return
+        if state["state"] != "preempted" or attempt == retries:
+            raise Exit(f"run {plan.run_id} {state['state']}", code=1)
+        print(f"preempted: resubmitting {plan.run_id} (retry {attempt + 1} of {retries})")
 
 
 def _ended(plan: Plan, cmd: Commands, ids: dict[str, Any]) -> dict[str, Any]:
@@ -320,12 +376,15 @@ def status(c: Context, run: str = "", cloud: str = "") -> None:
             record = runs.load(found["run"]) or {}
             seen.add(found["run"])
             rows.append(_status_row(name, found, record, now))
-    for record in runs.all_records():  # ended runs this machine started
+    for record in runs.all_records():  # jobs, and ended runs, this machine started
         if (
             record["run"] in seen
             or (run and record["run"] != run)
             or (cloud and record["cloud"] != cloud)
         ):
+            continue
+        if record.get("backend", "vm") != "vm" and "status" not in record:
+            rows.append(managed.status_row(record, settings.load(record["cloud"], IMAGE)))
             continue
         state = record.get("status", {}).get("reason", "ended")
         rows.append(
@@ -369,7 +428,7 @@ def logs(c: Context, run: str = "", follow: bool = False) -> None:
     cmd = Commands(verbose=False)
     printed = 0
     while True:
-        status_text = provider.read_text(f"{record['bucket']}/outputs/status.json", options, cmd)
+        ended = _ended_state(record, provider, options, cmd)
         for name in ("logs/train.log", "run/train.log"):  # the whole log once it has ended
             text = provider.read_text(f"{record['bucket']}/outputs/{name}", options, cmd)
             if text is not None:
@@ -377,32 +436,63 @@ def logs(c: Context, run: str = "", follow: bool = False) -> None:
                 print("\n".join(lines[printed:]), end="\n" if lines[printed:] else "")
                 printed = len(lines)
                 break
-        if not follow or status_text:
-            if status_text:
-                print(f"[run ended: {json.loads(status_text).get('reason')}]")
+        if not follow or ended:
+            if ended:
+                print(f"[run ended: {ended}]")
             elif not printed:
                 print(f"no log in {record['bucket']}/outputs yet (uploaded every few minutes)")
             return
         time.sleep(FOLLOW_SECONDS)
 
 
-@task(help={"run": "the run's id (invoke status)"})
-def stop(c: Context, run: str = "") -> None:
-    """Stop a cloud run and delete its machine; says where its outputs are."""
+def _ended_state(
+    record: dict[str, Any], provider: Any, options: dict[str, Any], cmd: Commands
+) -> str:
+    """How the run ended ('' while it runs): a job's state from its service, a VM run's from
+    the status.json its VM uploads last."""
+    if record.get("backend", "vm") != "vm":
+        try:
+            state = str(managed.describe(record, options)["state"])
+        except CloudError as error:
+            raise _fail(error) from None
+        return state if state in managed.ENDED else ""
+    text = provider.read_text(f"{record['bucket']}/outputs/status.json", options, cmd)
+    return str(json.loads(text).get("reason")) if text else ""
+
+
+@task(
+    help={
+        "run": "the run's id (invoke status)",
+        "dry_run": "print the command that stops it; stop nothing",
+    }
+)
+def stop(c: Context, run: str = "", dry_run: bool = False) -> None:
+    """Stop a cloud run: delete its machine, or cancel its job; says where its outputs are."""
     if not run:
         raise Exit("error: invoke stop needs --run ID (invoke status lists the runs)", 2)
     record = runs.load(check_run_id(run)) or {"run": run, "cloud": DEFAULT_CLOUD}
     options = settings.load(record["cloud"], IMAGE)
+    cmd = Commands(dry_run=dry_run)
+    job = record.get("backend", "vm") != "vm"
     try:
-        PROVIDERS[record["cloud"]].delete(options, record, Commands())
+        if job:
+            managed.cancel(record, options, cmd)
+        else:
+            PROVIDERS[record["cloud"]].delete(options, record, cmd)
     except CloudError as error:
         raise _fail(error) from None
+    if dry_run:
+        return
     runs.update(run, status={"reason": "stopped"})
     where = record.get("bucket", "the project's bucket")
+    what = (
+        f"its job {record.get('job')} is being stopped" if job else "its machine is being deleted"
+    )
     print(
-        f"stopped {run}: its machine is being deleted. Saved: what it uploaded to {where}/outputs "
+        f"stopped {run}: {what}. Saved: what it uploaded to {where}/outputs "
         f"(checkpoints every few minutes, and at a graceful stop); resume with "
         f"invoke train --cloud={record['cloud']} --resume {run}"
+        + (f" --backend={record['backend']}" if job else "")
     )
 
 

@@ -59,6 +59,9 @@ def setup(c: Context, cpu: bool = False, no_cpu: bool = False) -> None:
         "yes": "with --cloud: start without asking (the price is still shown)",
         "resume": "with --cloud: continue that run (its id) from the checkpoint in its bucket",
         "retries": "with --cloud: relaunch a preempted run up to this many times",
+        "backend": "with --cloud: vm (one VM, the default), managed (the cloud's training "
+        "service: SageMaker, Vertex AI, Azure ML) or skypilot (a SkyPilot managed job)",
+        "nodes": "with --backend=managed or skypilot: machines, each with --gpu's GPUs",
     },
 )
 def train(
@@ -76,6 +79,8 @@ def train(
     yes: bool = False,
     resume: str = "",
     retries: str = "0",
+    backend: str = "vm",
+    nodes: str = "1",
 ) -> None:
     """Train here (invoke train [--gpus N]) or on a cloud GPU (invoke train --cloud=gcp
     --gpu=t4); Hydra overrides after `--` in both cases."""
@@ -89,6 +94,8 @@ def train(
         "detach": detach,
         "yes": yes,
         "resume": resume,
+        "backend": backend != "vm",
+        "nodes": nodes != "1",
     }
     given = sorted(flag for flag, value in cloud_only.items() if value)
     if not cloud:
@@ -118,6 +125,8 @@ def train(
         resume,
         whole_number("--retries", retries, 0),
         shlex.split(overrides(c)),
+        backend,
+        nodes,
     )
 
 

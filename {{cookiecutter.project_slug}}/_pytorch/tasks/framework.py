@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
+from typing import Any
 from urllib.parse import urlsplit
 
 NAME = "PyTorch"
@@ -70,3 +71,10 @@ def container_command(package: str, gpus: int, overrides: list[str]) -> list[str
         return ["python", "-m", f"{package}.train", *overrides]
     launch = ["python", "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={gpus}"]
     return [*launch, "-m", f"{package}.train", *overrides]
+
+
+def azureml_distribution(nodes: int) -> dict[str, Any]:
+    """Azure ML's `distribution` of a job over `nodes`: one process a node, given MASTER_ADDR,
+    NODE_RANK and WORLD_SIZE, which launch.py turns into torchrun over the node's GPUs."""
+    del nodes
+    return {"type": "pytorch", "process_count_per_instance": 1}

@@ -3,6 +3,8 @@ and its launch on several devices."""
 
 from __future__ import annotations
 
+from typing import Any
+
 NAME = "TensorFlow"
 IMPORT = "tensorflow"  # the module `invoke --list` must never import
 GPUS_HELP = (
@@ -42,3 +44,9 @@ def container_command(package: str, gpus: int, overrides: list[str]) -> list[str
     """What a cloud run's container runs (under dumb-init): one process over the machine's GPUs."""
     replicas = ["env", f"NUM_REPLICAS={gpus}"] if gpus > 1 else []
     return [*replicas, "python", "-m", f"{package}.train", *overrides]
+
+
+def azureml_distribution(nodes: int) -> dict[str, Any]:
+    """Azure ML's `distribution` of a job over `nodes`: a worker a node, each given TF_CONFIG,
+    which launch.py keeps for MultiWorkerMirroredStrategy."""
+    return {"type": "tensorflow", "worker_count": nodes}

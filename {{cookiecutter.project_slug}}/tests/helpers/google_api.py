@@ -1,8 +1,9 @@
-"""A loopback stand-in for the Google Compute Engine and Cloud Storage APIs, for the real `gcloud`.
+"""A loopback stand-in for Google's Compute Engine, Cloud Storage and Vertex AI APIs, for the real
+`gcloud`.
 
-It keeps instances in memory, answers create, get, list and delete as the API does (with
-operations that are done at once), and records every request, so a test reads the exact body
-gcloud sent. It proves what gcloud sends for our flags; it does not prove what Google accepts.
+It keeps instances and custom jobs in memory, answers create, get, list, delete and cancel as the
+APIs do (with operations that are done at once), and records every request, so a test reads the
+exact body gcloud sent. It proves what gcloud sends for our flags, not what Google accepts.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class GoogleApi:
     instances: dict[str, dict[str, Any]] = field(default_factory=dict)
     quotas: list[dict[str, Any]] = field(default_factory=list)  # what regions.get answers
     exhausted: set[str] = field(default_factory=set)  # zones that have no capacity
+    jobs: dict[str, dict[str, Any]] = field(default_factory=dict)  # Vertex AI custom jobs by id
 
     def bodies(self, method: str, pattern: str) -> list[Any]:
         return [r.body for r in self.requests if r.method == method and re.search(pattern, r.path)]
@@ -70,7 +72,9 @@ def _handler(api: GoogleApi) -> type[BaseHTTPRequestHandler]:
             body = json.loads(self.rfile.read(length) or b"null") if length else None
             api.requests.append(Recorded(method, path, body))
             zone = re.search(r"/(projects/[^/]+/zones/[^/]+)/", path + "/")
-            if m := re.search(r"/projects/([^/]+)/zones/([^/]+)$", path):
+            if "/customJobs" in path:
+                self._custom_job(method, path, body)
+            elif m := re.search(r"/projects/([^/]+)/zones/([^/]+)$", path):
                 region = m[2].rsplit("-", 1)[0]
                 self._answer(
                     200,
@@ -144,6 +148,28 @@ def _handler(api: GoogleApi) -> type[BaseHTTPRequestHandler]:
                 self._answer(200, {"items": list(api.instances.values())})
             elif m := re.search(r"/storage/v1/b/([^/]+)$", path):
                 self._answer(200, {"name": m[1], "kind": "storage#bucket", "location": "US"})
+            else:
+                self._answer(404, {"error": {"code": 404, "message": f"no stand-in for {path}"}})
+
+        def _custom_job(self, method: str, path: str, body: Any) -> None:
+            """Vertex AI: POST .../customJobs, GET .../customJobs/ID, POST ...ID:cancel."""
+            where = re.search(r"/v1/(projects/[^/]+/locations/[^/]+)/customJobs", path)
+            if method == "POST" and path.endswith("/customJobs") and where:
+                job_id = str(1000 + len(api.jobs))
+                api.jobs[job_id] = {
+                    **body,
+                    "name": f"{where[1]}/customJobs/{job_id}",
+                    "state": "JOB_STATE_PENDING",
+                    "createTime": "2026-12-01T00:00:00Z",
+                }
+                self._answer(200, api.jobs[job_id])
+            elif method == "POST" and (m := re.search(r"/customJobs/([^/:]+):cancel$", path)):
+                if m[1] in api.jobs:
+                    api.jobs[m[1]]["state"] = "JOB_STATE_CANCELLING"
+                self._answer(200 if m[1] in api.jobs else 404, {})
+            elif method == "GET" and (m := re.search(r"/customJobs/([^/:]+)$", path)):
+                found = api.jobs.get(m[1])
+                self._answer(200 if found else 404, found or {"error": {"code": 404}})
             else:
                 self._answer(404, {"error": {"code": 404, "message": f"no stand-in for {path}"}})
 

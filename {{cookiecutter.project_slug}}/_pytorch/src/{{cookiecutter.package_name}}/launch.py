@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
+from . import run_secrets
 from .cluster import Cluster, ClusterError, detect
 
 PACKAGE = __package__ or "{{ cookiecutter.package_name }}"
@@ -37,6 +38,10 @@ def processes_per_node(cluster: Cluster) -> int:
 
 
 def main() -> None:
+    try:
+        run_secrets.export()  # the job's secrets, from the cloud's store, into the environment
+    except run_secrets.SecretError as error:
+        sys.exit(f"error: {error}")
     try:
         cluster = detect()
     except (ClusterError, KeyError, ValueError) as error:

@@ -12,6 +12,7 @@ import json
 import os
 import sys
 
+from . import run_secrets
 from .cluster import Cluster, ClusterError, detect
 
 PACKAGE = __package__ or "{{ cookiecutter.package_name }}"
@@ -29,6 +30,10 @@ def tf_config(cluster: Cluster) -> dict | None:
 
 
 def main() -> None:
+    try:
+        run_secrets.export()  # the job's secrets, from the cloud's store, into the environment
+    except run_secrets.SecretError as error:
+        sys.exit(f"error: {error}")
     if "TF_CONFIG" not in os.environ:
         try:
             config = tf_config(detect())

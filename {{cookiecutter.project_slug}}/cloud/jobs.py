@@ -1,0 +1,85 @@
+"""What the jobs of the training services share (invoke train --backend=managed|skypilot): the
+command every node runs, the secrets it reads at start, the job file beside the run's record, and
+the states a job ends in. sagemaker.py, vertex.py, azureml.py and skypilot.py build the rest."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from . import azureml, runs, sagemaker, skypilot, vertex
+from .plan import Plan, PlanError
+
+# How a service starts the processes of each node, as the framework wants them (Azure ML's
+# `distribution`), from the node count: tasks/framework.py of the project says.
+Distribution = Callable[[int], dict[str, Any]]
+
+ENGINES: dict[tuple[str, str], ModuleType] = {
+    ("managed", "aws"): sagemaker,
+    ("managed", "gcp"): vertex,
+    ("managed", "azure"): azureml,
+    ("skypilot", "aws"): skypilot,
+    ("skypilot", "gcp"): skypilot,
+    ("skypilot", "azure"): skypilot,
+}
+# How a job ended, as status.json of a VM run says it: finished, failed, stopped, preempted.
+ENDED = ("finished", "failed", "stopped", "preempted", "timeout")
+
+
+def engine(backend: str, cloud: str) -> ModuleType:
+    if (backend, cloud) not in ENGINES:
+        clouds = sorted({name for kind, name in ENGINES if kind == backend})
+        raise PlanError(
+            f"--cloud {cloud}: --backend={backend} runs on {', '.join(clouds)}"
+            + (" (--cloud=local is --backend=vm only)" if cloud == "local" else "")
+        )
+    return ENGINES[backend, cloud]
+
+
+def launcher(package: str, run_dir: str, overrides: list[str]) -> list[str]:
+    """What each node runs: the package's launcher (it starts training across the nodes), its
+    run folder where the service keeps it, the overrides last."""
+    return ["python", "-m", f"{package}.launch", f"hydra.run.dir={run_dir}", *overrides]
+
+
+def secret_names(plan: Plan) -> str:
+    """RUN_SECRETS for the job's environment: `NAME=store-name ...`, names only; the launcher
+    reads each value from the cloud's secret store with the job's own identity."""
+    return " ".join(f"{name}={store}" for name, store in sorted(plan.secrets.items()))
+
+
+def environment(plan: Plan) -> dict[str, str]:
+    """The variables every node gets: which run, which cloud's secret store, which secrets."""
+    env = {"RUN_ID": plan.run_id, "RUN_CLOUD": plan.cloud, "RUN_REGION": plan.region}
+    if plan.secrets:
+        env["RUN_SECRETS"] = secret_names(plan)
+    if plan.cloud == "gcp" and plan.settings.get("project"):
+        env["RUN_PROJECT"] = plan.settings["project"]
+    if plan.cloud == "azure" and plan.settings.get("key_vault"):
+        env["RUN_KEY_VAULT"] = plan.settings["key_vault"]
+    return env
+
+
+def write_spec(plan: Plan, name: str, text: str) -> Path:
+    """The job's file (request, config, task) beside the run's record: what was sent, kept."""
+    path = runs.folder(plan.run_id) / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def as_json(document: Any) -> str:
+    return json.dumps(document, indent=2) + "\n"
+
+
+def as_yaml(document: Any) -> str:
+    import yaml  # PyYAML: Hydra's own dependency, so every project has it
+
+    class Plain(yaml.SafeDumper):
+        def ignore_aliases(self, data: Any) -> bool:
+            return True  # a worker pool written out twice reads better than &id001 / *id001
+
+    return yaml.dump(document, Dumper=Plain, sort_keys=False, width=100)

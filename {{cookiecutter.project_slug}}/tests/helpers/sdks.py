@@ -1,0 +1,57 @@
+"""The clouds' own SDKs, which check offline what the tasks write: azure-ai-ml's `load_job`,
+google-cloud-aiplatform's message types, SkyPilot's `Task`. No task needs them and together they
+are 770 MB, so they live in a venv of their own whose Python CLOUD_SDK_PYTHON names (.ci/run of
+the template makes one: pip install azure-ai-ml google-cloud-aiplatform skypilot)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+PYTHON = os.environ.get("CLOUD_SDK_PYTHON", "")
+needed = pytest.mark.skipif(
+    not PYTHON,
+    reason="needs CLOUD_SDK_PYTHON: a Python with azure-ai-ml, google-cloud-aiplatform, skypilot",
+)
+
+VALIDATORS = {
+    # The job as Azure ML would send it: load_job checks the YAML against its schema.
+    "azureml": (
+        "import json, sys\n"
+        "from azure.ai.ml import load_job\n"
+        "print(json.dumps(load_job(sys.argv[1])._to_rest_object(), default=str))\n"
+    ),
+    # gcloud's request body parsed by Vertex AI's own message type: unknown fields and enum
+    # values fail; the JSON that comes back has every enum by name.
+    "vertex": (
+        "import json, sys\n"
+        "from google.cloud import aiplatform_v1\n"
+        "text = open(sys.argv[1]).read()\n"
+        "job = aiplatform_v1.CustomJob.from_json(text, ignore_unknown_fields=False)\n"
+        "named = aiplatform_v1.CustomJob.to_json(job, use_integers_for_enums=False)\n"
+        "print(json.dumps(json.loads(named)))\n"
+    ),
+    # SkyPilot's parser: a typo'd key or a bad value fails, with its suggestion.
+    "skypilot": (
+        "import json, sys, sky\n"
+        "print(json.dumps(sky.Task.from_yaml(sys.argv[1]).to_yaml_config(), default=str))\n"
+    ),
+}
+
+
+def validate(kind: str, path: Path) -> Any:
+    """What the SDK of `kind` makes of the file at `path`; the test fails with its error."""
+    done = subprocess.run(
+        [PYTHON, "-c", VALIDATORS[kind], str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HOME": str(path.parent)},  # SkyPilot writes ~/.sky
+    )
+    assert done.returncode == 0, f"{kind} refused {path.name}:\n{done.stderr[-3000:]}"
+    return json.loads(done.stdout.strip().splitlines()[-1])

@@ -1,0 +1,361 @@
+"""Several nodes on the clouds' training services: `invoke train --backend=managed|skypilot` as a
+user types it, against what runs here. SageMaker on moto_server (the job it keeps, field by
+field); Vertex AI through the real gcloud and a loopback stand-in, the request checked by
+google-cloud-aiplatform's own types; Azure ML's job YAML loaded by azure-ai-ml and the real az
+asked to send it; SkyPilot's task parsed by SkyPilot. None of them proves that the service
+schedules the job: only that it would be asked for exactly this."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import invoke_cli, project_env
+from helpers import google_api, sdks, services
+
+PACKAGE = "{{ cookiecutter.package_name }}"
+PROJECT = "{{ cookiecutter.project_slug }}"
+DISTRIBUTION = "{{ 'TensorFlow' if cookiecutter.framework == 'tensorflow' else 'PyTorch' }}"
+DIGEST = "sha256:" + "4" * 64
+SECRET = "token-5555aaaa6666bbbb"
+AZ = os.environ.get("AZ_CLI") or shutil.which("az")
+needs_aws = pytest.mark.skipif(
+    shutil.which("aws") is None or shutil.which("moto_server") is None,
+    reason="needs the AWS CLI and moto_server (pip install awscli 'moto[server]')",
+)
+needs_gcloud = pytest.mark.skipif(shutil.which("gcloud") is None, reason="gcloud is not installed")
+
+
+def run_id_of(stdout: str) -> str:
+    return stdout.split("submitted ", 1)[1].split(" ", 1)[0]
+
+
+def aws(env: dict[str, str], *args: str) -> dict:
+    done = subprocess.run(
+        ["aws", *args, "--output", "json"], env=env, capture_output=True, text=True, check=True
+    )
+    return json.loads(done.stdout or "{}")
+
+
+@pytest.fixture(scope="module")
+def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    tmp_path = tmp_path_factory.mktemp("sagemaker")
+    settings = tmp_path / "cloud.toml"
+    settings.write_text(
+        '[aws]\nregion = "us-east-1"\nbucket = "s3://jobs-bucket"\n'
+        '[secrets]\nDATA_TOKEN = "data-token"\n'
+    )
+    with services.moto_server() as url:
+        assert url is not None
+        yield project_env(
+            AWS_ENDPOINT_URL=url,
+            AWS_ACCESS_KEY_ID="testing",
+            AWS_SECRET_ACCESS_KEY="testing",
+            AWS_DEFAULT_REGION="us-east-1",
+            CLOUD_RUNS=str(tmp_path / "runs"),
+            CLOUD_SETTINGS=str(settings),
+            DATA_TOKEN=SECRET,
+        )
+
+
+@needs_aws
+def test_a_two_node_spot_sagemaker_job_is_the_plan_field_by_field(moto: dict) -> None:
+    image = f"123456789012.dkr.ecr.us-east-1.amazonaws.com/{PROJECT}@{DIGEST}"
+    done = invoke_cli(
+        "train", "--cloud=aws", "--backend=managed", "--nodes=2", "--gpu=a10g:4", "--spot",
+        "--max-hours=3", "--yes", "--detach", f"--image={image}", "--", "trainer.max_epochs=3",
+        env=moto,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "SageMaker training job" in done.stdout and "2 machines" in done.stdout
+    run_id = run_id_of(done.stdout)
+    job = aws(moto, "sagemaker", "describe-training-job", "--training-job-name", run_id)
+    assert job["ResourceConfig"]["InstanceType"] == "ml.g5.12xlarge"
+    assert job["ResourceConfig"]["InstanceCount"] == 2
+    assert job["EnableManagedSpotTraining"] is True
+    assert job["StoppingCondition"] == {
+        "MaxRuntimeInSeconds": 3 * 3600,
+        "MaxWaitTimeInSeconds": 6 * 3600,
+    }
+    prefix = f"s3://jobs-bucket/{PROJECT}/{run_id}"
+    checkpoints = {"S3Uri": f"{prefix}/outputs", "LocalPath": "/opt/ml/checkpoints"}
+    assert job["CheckpointConfig"] == checkpoints
+    spec = job["AlgorithmSpecification"]
+    assert spec["TrainingImage"] == image  # by digest
+    assert spec["ContainerEntrypoint"] == ["dumb-init", "--", "python", "-m", f"{PACKAGE}.launch"]
+    assert spec["ContainerArguments"] == [
+        "hydra.run.dir=/opt/ml/checkpoints/run",
+        "trainer.max_epochs=3",
+    ]
+    assert job["OutputDataConfig"]["S3OutputPath"] == f"{prefix}/outputs/model"
+    assert job["RoleArn"].endswith(f":role/{PROJECT}-sagemaker")
+    role = aws(moto, "iam", "get-role", "--role-name", f"{PROJECT}-sagemaker")["Role"]
+    trusted = role["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]["Service"]
+    assert trusted == "sagemaker.amazonaws.com"
+    tags = aws(moto, "sagemaker", "list-tags", "--resource-arn", job["TrainingJobArn"])["Tags"]
+    assert {"Key": "invoke-run", "Value": run_id} in tags
+    # moto keeps no Environment: the request kept beside the run's record is what was sent.
+    sent = json.loads((Path(moto["CLOUD_RUNS"]) / run_id / "sagemaker-request.json").read_text())
+    assert sent["Environment"]["RUN_SECRETS"] == "DATA_TOKEN=data-token"
+    assert sent["Environment"]["RUN_CLOUD"] == "aws"
+    everything = json.dumps(sent) + done.stdout + done.stderr
+    assert SECRET not in everything and "testing" not in json.dumps(sent)
+
+    status = invoke_cli("status", "--run", run_id, env=moto)
+    assert status.returncode == 0, status.stderr
+    row = next(line for line in status.stdout.splitlines() if line.startswith(run_id))
+    assert "aws managed" in row and "2 x 4 x a10g" in row and "finished (Completed)" in row
+
+    log = "epoch 1 loss 0.9\nepoch 2 loss 0.5\n"
+    subprocess.run(
+        ["aws", "s3", "cp", "-", f"{prefix}/outputs/run/train.log"],
+        input=log, text=True, env=moto, check=True,
+    )  # fmt: skip
+    logs = invoke_cli("logs", "--run", run_id, "--follow", env=moto)
+    assert logs.returncode == 0, logs.stderr
+    assert logs.stdout == log + "[run ended: finished]\n"
+
+    # moto has no StopTrainingJob: the request `invoke stop` sends is what is checked.
+    stop = invoke_cli("stop", "--run", run_id, "--dry-run", env=moto)
+    assert stop.returncode == 0, stop.stderr
+    assert stop.stdout.strip() == (
+        f"$ aws sagemaker stop-training-job --training-job-name {run_id} --region us-east-1"
+    )
+
+
+@needs_aws
+def test_a_machine_sagemaker_does_not_train_on_is_refused_before_anything_is_made(
+    moto: dict,
+) -> None:
+    before = aws(moto, "sagemaker", "list-training-jobs")["TrainingJobSummaries"]
+    done = invoke_cli(
+        "train", "--cloud=aws", "--backend=managed", "--gpu=t4:8", "--yes",
+        f"--image=x@{DIGEST}", env=moto,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    line = done.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: --gpu t4:8: SageMaker has no training instance ml.g4dn.metal")
+    assert "ml.g4dn.12xlarge" in line
+    assert aws(moto, "sagemaker", "list-training-jobs")["TrainingJobSummaries"] == before
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--nodes=2"], "error: --nodes 2: one VM per run with --backend=vm; several nodes run "
+         "as a job of the cloud's training service: add --backend=managed (or --backend=skypilot)"),
+        (["--backend=k8s"], "error: --backend 'k8s': choose one of vm, managed, skypilot"),
+        (["--backend=managed", "--nodes=two"], "error: --nodes 'two' is not a whole number; "
+         "e.g. --nodes 2"),
+        (["--cloud=local", "--backend=managed"], "error: --cloud local: --backend=managed runs "
+         "on aws, azure, gcp (--cloud=local is --backend=vm only)"),
+    ],
+    ids=["nodes-on-a-vm", "unknown-backend", "nodes-not-a-number", "local-managed"],
+)  # fmt: skip
+def test_bad_backend_flags_get_one_line_and_start_nothing(
+    tmp_path: Path, flags: list[str], message: str
+) -> None:
+    cloud = [] if any(flag.startswith("--cloud") for flag in flags) else ["--cloud=aws"]
+    env = project_env(CLOUD_RUNS=str(tmp_path / "runs"))
+    done = invoke_cli("train", *cloud, *flags, "--dry-run", f"--image=x@{DIGEST}", env=env)
+    assert done.returncode == 2
+    assert done.stderr.strip() == message
+    assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").iterdir())
+
+
+@pytest.fixture
+def vertex(tmp_path: Path) -> Iterator[tuple[google_api.GoogleApi, dict[str, str]]]:
+    (tmp_path / "token").write_text("dummy-token\n")
+    settings = tmp_path / "cloud.toml"
+    settings.write_text(
+        '[gcp]\nproject = "my-project"\nregion = "us-central1"\nbucket = "gs://my-bucket"\n'
+        'service_account = "runner@my-project.iam.gserviceaccount.com"\n'
+        '[secrets]\nDATA_TOKEN = "data-token"\n'
+    )
+    with google_api.serve() as api:
+        yield (
+            api,
+            project_env(
+                CLOUDSDK_CONFIG=str(tmp_path / "gcloud"),
+                CLOUDSDK_AUTH_ACCESS_TOKEN_FILE=str(tmp_path / "token"),
+                CLOUDSDK_API_ENDPOINT_OVERRIDES_AIPLATFORM=f"{api.url}/",
+                CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE=f"{api.url}/compute/v1/",
+                CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE=f"{api.url}/storage/v1/",
+                CLOUDSDK_CORE_DISABLE_PROMPTS="1",
+                CLOUD_SETTINGS=str(settings),
+                CLOUD_RUNS=str(tmp_path / "runs"),
+                DATA_TOKEN=SECRET,
+            ),
+        )
+
+
+@needs_gcloud
+def test_a_three_node_spot_vertex_job_is_what_gcloud_sends(
+    vertex: tuple[google_api.GoogleApi, dict[str, str]], tmp_path: Path
+) -> None:
+    api, env = vertex
+    image = f"us-central1-docker.pkg.dev/my-project/repo@{DIGEST}"
+    done = invoke_cli(
+        "train", "--cloud=gcp", "--backend=managed", "--nodes=3", "--gpu=t4", "--spot",
+        "--max-hours=2", "--yes", "--detach", f"--image={image}", "--", "trainer.max_epochs=3",
+        env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    run_id = run_id_of(done.stdout)
+    (body,) = api.bodies("POST", r"/v1/projects/my-project/locations/us-central1/customJobs$")
+    assert body["displayName"] == run_id and body["labels"]["invoke-run"] == run_id
+    chief, workers = body["jobSpec"]["workerPoolSpecs"]
+    assert (int(chief["replicaCount"]), int(workers["replicaCount"])) == (1, 2)
+    for pool in (chief, workers):
+        assert pool["machineSpec"] == {
+            "machineType": "n1-standard-8",
+            "acceleratorType": "NVIDIA_TESLA_T4",
+            "acceleratorCount": 1,
+        }
+        container = pool["containerSpec"]
+        assert container["imageUri"] == image
+        assert container["command"] == ["dumb-init", "--", "python", "-m", f"{PACKAGE}.launch"]
+        run_dir = f"/gcs/my-bucket/{PROJECT}/{run_id}/outputs/run"
+        assert container["args"] == [f"hydra.run.dir={run_dir}", "trainer.max_epochs=3"]
+        variables = {item["name"]: item["value"] for item in container["env"]}
+        assert variables["RUN_SECRETS"] == "DATA_TOKEN=data-token"
+        assert variables["RUN_PROJECT"] == "my-project"
+    assert body["jobSpec"]["scheduling"] == {
+        "timeout": "7200s",
+        "strategy": "SPOT",
+        "restartJobOnWorkerRestart": True,
+    }
+    assert body["jobSpec"]["serviceAccount"] == "runner@my-project.iam.gserviceaccount.com"
+    assert SECRET not in json.dumps(body) + done.stdout + done.stderr
+    if sdks.PYTHON:  # Vertex AI's own message type takes it, enums and all
+        (tmp_path / "request.json").write_text(json.dumps(body))
+        parsed = sdks.validate("vertex", tmp_path / "request.json")
+        assert parsed["jobSpec"]["workerPoolSpecs"][1]["machineSpec"]["acceleratorType"] == (
+            "NVIDIA_TESLA_T4"
+        )
+        assert parsed["jobSpec"]["scheduling"]["strategy"] == "SPOT"
+
+    (job_id,) = api.jobs
+    status = invoke_cli("status", "--run", run_id, env=env)
+    assert status.returncode == 0, status.stderr
+    assert "pending (JOB_STATE_PENDING)" in status.stdout and "3 x 1 x t4" in status.stdout
+    api.jobs[job_id]["state"] = "JOB_STATE_RUNNING"
+    assert "running (JOB_STATE_RUNNING)" in invoke_cli("status", "--run", run_id, env=env).stdout
+    stop = invoke_cli("stop", "--run", run_id, env=env)
+    assert stop.returncode == 0, stop.stderr
+    assert api.bodies("POST", rf"/customJobs/{job_id}:cancel$")
+    assert api.jobs[job_id]["state"] == "JOB_STATE_CANCELLING"
+
+
+def test_every_gpu_vertex_is_asked_for_is_one_of_its_accelerator_types() -> None:
+    from cloud import catalog
+
+    named = catalog.load()["services"]["vertex_accelerator"]
+    names = [name for gpu, name in named.items() if gpu != "source"]
+    assert set(catalog.load()["clouds"]["gcp"]["gpus"]) <= set(named)
+    if not sdks.PYTHON:
+        pytest.skip("the names are checked against aiplatform_v1 where CLOUD_SDK_PYTHON is set")
+    code = (
+        "import json, sys\nfrom google.cloud import aiplatform_v1\n"
+        "print(json.dumps([n.name for n in aiplatform_v1.AcceleratorType]))\n"
+    )
+    done = subprocess.run([sdks.PYTHON, "-c", code], capture_output=True, text=True, check=True)
+    assert set(names) <= set(json.loads(done.stdout))
+
+
+def azure_dry_run(tmp_path: Path, *flags: str) -> tuple[subprocess.CompletedProcess, Path]:
+    settings = tmp_path / "cloud.toml"
+    settings.write_text(
+        '[azure]\nresource_group = "ml"\nworkspace = "ws"\nstorage_account = "projectruns"\n'
+        'bucket = "az://runs"\nkey_vault = "project-vault"\n[secrets]\nDATA_TOKEN = "data-token"\n'
+    )
+    env = project_env(CLOUD_SETTINGS=str(settings), CLOUD_RUNS=str(tmp_path / "runs"))
+    done = invoke_cli(
+        "train", "--cloud=azure", "--backend=managed", "--dry-run", f"--image=reg/x@{DIGEST}",
+        *flags, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    (spec,) = (tmp_path / "runs").glob("*/azureml-job.yaml")
+    return done, spec
+
+
+@sdks.needed
+@pytest.mark.parametrize("spot", [False, True], ids=["standard", "spot"])
+def test_the_azure_ml_job_loads_in_azure_ai_ml_as_planned(tmp_path: Path, spot: bool) -> None:
+    spot_flag = ["--spot"] if spot else []
+    done, spec = azure_dry_run(
+        tmp_path, "--nodes=2", "--gpu=t4", *spot_flag, "--", "trainer.max_epochs=3"
+    )
+    assert "--- azureml-job.yaml ---" in done.stdout
+    rest = sdks.validate("azureml", spec)
+    assert rest["resources"] == {"instance_count": 2, "instance_type": "Standard_NC4as_T4_v3"}
+    assert rest["distribution"]["distribution_type"] == DISTRIBUTION
+    assert rest["queue_settings"]["job_tier"] == ("Spot" if spot else "Standard")
+    assert rest["limits"]["timeout"] == "PT4H"
+    run_id = spec.parent.name
+    assert rest["outputs"]["run"] == {
+        "uri": f"azureml://datastores/{PACKAGE}_runs/paths/{PROJECT}/{run_id}/outputs/run",
+        "mode": "ReadWriteMount",
+        "job_output_type": "uri_folder",
+    }
+    assert rest["environment_variables"]["RUN_KEY_VAULT"] == "project-vault"
+    assert rest["environment_variables"]["RUN_SECRETS"] == "DATA_TOKEN=data-token"
+    command = "launch 'hydra.run.dir={% raw %}${{outputs.run}}{% endraw %}' trainer.max_epochs=3"
+    assert command in spec.read_text()
+
+
+@pytest.mark.skipif(AZ is None, reason="azure-cli is not installed (pip install azure-cli)")
+def test_az_without_its_ml_extension_says_how_to_add_it(tmp_path: Path) -> None:
+    """The real az, asked to send the job: without the ml extension (it cannot be installed
+    offline) the task says how to add it, in one line, and records no job."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "az").symlink_to(str(AZ))
+    settings = tmp_path / "cloud.toml"
+    settings.write_text('[azure]\nstorage_account = "projectruns"\nsubscription = "0000"\n')
+    env = project_env(
+        CLOUD_SETTINGS=str(settings),
+        CLOUD_RUNS=str(tmp_path / "runs"),
+        AZURE_CONFIG_DIR=str(tmp_path / "azure"),
+        AZURE_EXTENSION_DIR=str(tmp_path / "extensions"),
+        PATH=f"{bin_dir}:{os.environ['PATH']}",
+    )
+    done = invoke_cli(
+        "train", "--cloud=azure", "--backend=managed", "--yes", "--detach",
+        f"--image=reg/x@{DIGEST}", env=env, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "error: the az CLI has no ml extension (Azure ML jobs): az extension add -n ml"
+    )
+    (record,) = (tmp_path / "runs").glob("*/run.json")
+    assert "job" not in json.loads(record.read_text())
+
+
+@sdks.needed
+def test_the_skypilot_task_parses_in_skypilot(tmp_path: Path) -> None:
+    settings = tmp_path / "cloud.toml"
+    settings.write_text('[aws]\nregion = "us-east-1"\nbucket = "s3://jobs-bucket"\n')
+    env = project_env(CLOUD_SETTINGS=str(settings), CLOUD_RUNS=str(tmp_path / "runs"))
+    done = invoke_cli(
+        "train", "--cloud=aws", "--backend=skypilot", "--nodes=2", "--gpu=a10g:4", "--spot",
+        "--dry-run", f"--image=reg/x@{DIGEST}", env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    (spec,) = (tmp_path / "runs").glob("*/skypilot-task.yaml")
+    assert f"$ sky jobs launch --yes --detach-run --name {spec.parent.name} {spec}" in done.stdout
+    task = sdks.validate("skypilot", spec)
+    assert task["num_nodes"] == 2
+    resources = task["resources"]
+    assert resources["accelerators"] == {"A10G": 4} and resources["use_spot"] is True
+    assert resources["infra"] == "aws/us-east-1"
+    assert resources["job_recovery"]["strategy"] == "EAGER_NEXT_REGION"
+    assert list(resources["image_id"].values()) == [f"docker:reg/x@{DIGEST}"]
+    outputs = f"s3://jobs-bucket/{PROJECT}/{spec.parent.name}/outputs"
+    assert task["file_mounts"]["/outputs"]["source"] == outputs
+    assert task["run"].startswith(f"python -m {PACKAGE}.launch hydra.run.dir=/outputs/run")
