@@ -182,6 +182,7 @@ BENCHMARKS: dict[str, tuple[str, dict[str, str] | None]] = {
     "streaming": ("streaming.py", {}),
     "monitoring": ("monitoring_overhead.py", {}),
     "monitoring-keras": ("monitoring_overhead.py", {"framework": "tensorflow", "tracking": "none"}),
+    "scaling": ("scaling.py", None),
 }
 
 
@@ -191,7 +192,8 @@ BENCHMARKS: dict[str, tuple[str, dict[str, str] | None]] = {
         "loop), image (our Dockerfile vs a naive one), launch (invoke train --cloud=local to "
         "the first step, by stage, vs invoke run; image and launch need a Docker engine), "
         "streaming (shards vs in-memory arrays: peak memory and throughput) or monitoring, "
-        "monitoring-keras (the live metrics' cost per step)",
+        "monitoring-keras (the live metrics' cost per step), scaling (1 and 2 nodes as containers: "
+        "steps per second beside the ideal, the all-reduce time; needs a Docker engine)",
     }
 )
 def bench(c: Context, name: str) -> None:

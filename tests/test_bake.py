@@ -29,6 +29,7 @@ Dockerfile
 LICENSE
 README.md
 benchmarks/gpu.py
+benchmarks/scaling.py
 cloud.toml
 cloud/__init__.py
 cloud/aws.py
@@ -37,6 +38,8 @@ cloud/azureml.py
 cloud/catalog.json
 cloud/catalog.py
 cloud/commands.py
+cloud/exporters.json
+cloud/exporters.py
 cloud/gcp.py
 cloud/image.json
 cloud/jobs.py
@@ -48,6 +51,7 @@ cloud/settings.py
 cloud/skypilot.py
 cloud/startup.py
 cloud/startup.sh
+cloud/tunnels.py
 cloud/vertex.py
 configs/callbacks/default.yaml
 configs/crossval.yaml
@@ -152,6 +156,7 @@ tests/test_cluster.py
 tests/test_cloud_aws.py
 tests/test_cloud_azure.py
 tests/test_cloud_gcp.py
+tests/test_cloud_monitor.py
 tests/test_cloud_plan.py
 tests/test_configs.py
 tests/test_contract.py

@@ -17,6 +17,8 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.parse
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -37,6 +39,7 @@ FRAMEWORKS = ["pytorch", "tensorflow"]
 # The stand-in has Debian's Python 3.11; the CPU locks are made for the first Python choice.
 ANSWERS = {"project_name": "Docker Test Project", "python_version": "3.11", "tracking": "wandb"}
 IMAGE_NAME = "docker-test-project"  # its slug: every image of that name is the tests' own
+ANSWERS_PACKAGE = "docker_test_project"  # its package
 CONTAINER_OUTPUTS = "/workspace/outputs"
 IMAGE_UID = 1000
 BUILD_TIMEOUT = 1200
@@ -216,6 +219,150 @@ def test_docker_stop_checkpoints_and_a_second_run_resumes(
     assert json.loads((outputs / "run" / "metrics.json").read_text())["epochs"] == 40
 
 
+SAGEMAKER_CONFIG = "/opt/ml/input/config/resourceconfig.json"
+SAGEMAKER_RUN = "/opt/ml/checkpoints/run"  # where a SageMaker job keeps the run folder
+NODE_TRAINING = ["debug=short", "logger=jsonl"]
+# The same global batch: PyTorch's data.batch_size is each rank's, TensorFlow's the whole step's.
+PER_NODE_BATCH = {"pytorch": {1: 32, 2: 16}, "tensorflow": {1: 32, 2: 32}}
+
+
+def node_folder(tmp_path: Path, host: str, hosts: list[str]) -> Path:
+    """A node's /opt/ml: resourceconfig.json as SageMaker writes it, and a checkpoint folder."""
+    folder = tmp_path / host
+    (folder / "config").mkdir(parents=True)
+    config = {"current_host": host, "hosts": hosts, "network_interface_name": "eth0"}
+    (folder / "config" / "resourceconfig.json").write_text(json.dumps(config))
+    (folder / "checkpoints").mkdir()
+    os.chown(folder / "checkpoints", IMAGE_UID, IMAGE_UID)
+    return folder
+
+
+def run_nodes(image: str, framework: str, tmp_path: Path, count: int) -> dict:
+    """`count` containers as the nodes of one SageMaker job, on a network of their own, each
+    running the image's launcher; the first node's metrics.json."""
+    network = f"nodes-{framework}-{count}-{uuid.uuid4().hex[:8]}"
+    hosts = [f"algo-{i + 1}" for i in range(count)]
+    assert docker("network", "create", network).returncode == 0
+    names = [f"{network}-{host}" for host in hosts]
+    try:
+        for host, name in zip(hosts, names, strict=True):
+            folder = node_folder(tmp_path / network, host, hosts)
+            started = docker(
+                "run", "--detach", f"--name={name}", f"--network={network}",
+                f"--hostname={host}", f"--network-alias={host}",
+                f"--volume={folder / 'config' / 'resourceconfig.json'}:{SAGEMAKER_CONFIG}:ro",
+                f"--volume={folder / 'checkpoints'}:/opt/ml/checkpoints",
+                "--entrypoint=dumb-init", image, "--",
+                "python", "-m", f"{ANSWERS_PACKAGE}.launch", f"hydra.run.dir={SAGEMAKER_RUN}",
+                *NODE_TRAINING, f"data.batch_size={PER_NODE_BATCH[framework][count]}",
+            )  # fmt: skip
+            assert started.returncode == 0, started.stderr
+        codes = [docker("wait", name, timeout=900).stdout.strip() for name in names]
+        logs = [docker("logs", name) for name in names]
+        assert codes == ["0"] * count, [log.stdout[-3000:] + log.stderr[-3000:] for log in logs]
+        if count > 1 and framework == "pytorch":
+            assert f"launch: sagemaker, node 1 of {count}" in logs[0].stdout + logs[0].stderr
+    finally:
+        docker("rm", "--force", *names)
+        docker("network", "rm", network)
+    first = tmp_path / network / hosts[0] / "checkpoints" / "run"
+    return json.loads((first / "metrics.json").read_text())
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_two_containers_as_two_sagemaker_nodes_train_to_the_metrics_of_one(
+    framework: str, images: dict[str, str], tmp_path: Path
+) -> None:
+    """Two containers given SageMaker's resourceconfig.json train together (torchrun over gloo;
+    TensorFlow's MultiWorkerMirroredStrategy over gRPC), reaching what one container reaches on
+    the same global batch."""
+    two = run_nodes(images[framework], framework, tmp_path, 2)
+    one = run_nodes(images[framework], framework, tmp_path, 1)
+    assert two["epochs"] == one["epochs"] == 3
+    # Not bit for bit: the nodes' halves of a batch are not the one process's batch.
+    assert abs(two["test/accuracy"] - one["test/accuracy"]) < 0.05, (two, one)
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_managed_spot_job_interrupted_and_restarted_ends_as_an_uninterrupted_one(
+    framework: str, images: dict[str, str], tmp_path: Path
+) -> None:
+    """What SageMaker does to a managed spot job: SIGTERM (then the container is gone), and a
+    new container on a new host with the checkpoint folder copied back. Through the launcher,
+    the restarted job resumes and ends with the metrics of a job nobody interrupted."""
+    image, overrides = images[framework], [
+        f"hydra.run.dir={SAGEMAKER_RUN}", "logger=jsonl", "callbacks.early_stopping=null",
+        "trainer.max_epochs=8", "trainer.deterministic=true", "trainer.device=cpu",
+        "callbacks.checkpoint.min_interval_s=0",
+    ]  # fmt: skip
+
+    def node(folder: Path, name: str, detach: bool) -> subprocess.CompletedProcess[str]:
+        return docker(
+            "run", *(["--detach"] if detach else ["--rm"]), f"--name={name}",
+            f"--volume={folder / 'config' / 'resourceconfig.json'}:{SAGEMAKER_CONFIG}:ro",
+            f"--volume={folder / 'checkpoints'}:/opt/ml/checkpoints",
+            "--entrypoint=dumb-init", image, "--",
+            "python", "-m", f"{ANSWERS_PACKAGE}.launch", *overrides, timeout=900,
+        )  # fmt: skip
+
+    straight = node_folder(tmp_path / "straight", "algo-1", ["algo-1"])
+    done = node(straight, f"straight-{framework}-{os.getpid()}", detach=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+    spot = node_folder(tmp_path / "spot", "algo-1", ["algo-1"])
+    name = f"spot-{framework}-{os.getpid()}"
+    assert node(spot, name, detach=True).returncode == 0
+    try:
+        deadline = time.monotonic() + 300
+        while "epoch 3/8" not in (logs := docker("logs", name)).stdout + logs.stderr:
+            assert time.monotonic() < deadline, logs.stdout[-3000:] + logs.stderr[-3000:]
+            time.sleep(0.1)
+        docker("stop", "--time=60", name)  # the spot interruption
+    finally:
+        docker("rm", "--force", name)
+    run = spot / "checkpoints" / "run"
+    assert not (run / "metrics.json").exists(), "it finished before the interruption"
+    restarted = node_folder(tmp_path / "restarted", "algo-1", ["algo-1"])
+    shutil.rmtree(restarted / "checkpoints")
+    shutil.copytree(spot / "checkpoints", restarted / "checkpoints")  # SageMaker's S3 sync
+    # Restored by root (who SageMaker restores as is not documented): refused in one line.
+    refused = node(restarted, f"refused-{framework}-{os.getpid()}", detach=False)
+    assert refused.returncode == 2, refused.stdout[-3000:] + refused.stderr[-3000:]
+    (line,) = refused.stderr.strip().splitlines()
+    assert line.startswith(f"error: hydra.run.dir={SAGEMAKER_RUN}: ") and "uid 1000" in line
+    for path in [restarted / "checkpoints", *(restarted / "checkpoints").rglob("*")]:
+        os.chown(path, IMAGE_UID, IMAGE_UID)  # restored as the image's user: it resumes
+    done = node(restarted, f"restarted-{framework}-{os.getpid()}", detach=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "resumed from" in done.stdout + done.stderr
+    metrics = [
+        json.loads((folder / "checkpoints" / "run" / "metrics.json").read_text())
+        for folder in (straight, restarted)
+    ]
+    for values in metrics:
+        values.pop("wall_time_s")
+    assert metrics[1] == metrics[0]
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_the_scaling_benchmark_prints_one_and_two_nodes_beside_the_ideal(
+    framework: str, projects: dict[str, Path], images: dict[str, str]
+) -> None:
+    script = projects[framework] / "benchmarks" / "scaling.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--image", images[framework], "--rounds=1", "--epochs=3",
+         "--steps=5"],
+        env={**os.environ, "DOCKER": CLIENT}, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    assert set(figures["steps_per_s"]) == {"1", "2"}
+    assert all(rate > 0 for rate in figures["steps_per_s"].values())
+    assert "ideal steps/s" in done.stdout
+    if framework == "pytorch":
+        assert figures["all_reduce_ms"] > 0
+
+
 # --- the PyTorch image: secrets, rebuilds, registry, reproducibility ---
 
 
@@ -335,6 +482,7 @@ class LocalCloud:
     notices: Any
     runs: Path
     seen: set[str] = field(default_factory=set)
+    registry: str = ""  # localhost:PORT
 
     def train(self, *args: str, wait: bool = True, timeout: int = 600):
         command = [sys.executable, "-m", "invoke", "train", "--cloud=local", *args]
@@ -423,7 +571,7 @@ def local_cloud(
             "STOP_GRACE": "60",
         }
         subprocess.run(["aws", "s3", "mb", bucket], env=env, check=True, capture_output=True)
-        yield LocalCloud(project, env, bucket, notices, workdir / "runs")
+        yield LocalCloud(project, env, bucket, notices, workdir / "runs", registry=registry)
         notices.close()
 
 
@@ -505,3 +653,102 @@ def test_every_other_end_tears_down_too(local_cloud: LocalCloud) -> None:
     assert_torn_down(local_cloud, run_id, "interrupted")
     listed = local_cloud.s3("ls", "--recursive", f"{local_cloud.prefix(run_id)}/outputs/").stdout
     assert "run/checkpoints/last.pt" in listed, "the stop wrote a checkpoint, and it was uploaded"
+
+
+def exporter_image(registry: str, tmp_path: Path, name: str) -> str:
+    """`registry/name:test`: the stand-in base with Debian's node_exporter binary (what quay's
+    image runs) as its entrypoint, pushed; its tag."""
+    binary = shutil.which("prometheus-node-exporter")
+    assert binary, "prometheus-node-exporter is not installed (.ci/run installs it)"
+    context = tmp_path / name.replace("/", "-")
+    context.mkdir()
+    shutil.copy(binary, context / "node_exporter")
+    (context / "Dockerfile").write_text(
+        f"FROM {engine.STAND_IN}\nCOPY node_exporter /bin/node_exporter\n"
+        'ENTRYPOINT ["/bin/node_exporter"]\n'
+    )
+    tagged = f"{registry}/{name}:test"
+    built = docker("build", "--quiet", "--tag", tagged, str(context))
+    assert built.returncode == 0, built.stderr
+    assert docker("push", "--quiet", tagged).returncode == 0
+    return tagged
+
+
+def prometheus_query(port: int, query: str) -> list:
+    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": query})
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        return json.loads(answer.read())["data"]["result"]
+
+
+def test_a_monitored_run_is_scraped_through_invoke_monitor_run(
+    local_cloud: LocalCloud, tmp_path: Path
+) -> None:
+    """`invoke monitor --pin-exporters` records the registry's digests; `invoke train
+    --cloud=local --monitor` runs node_exporter by digest beside the trainer, whose /metrics is
+    published on loopback; `invoke monitor --run ID` has Prometheus scrape both, labelled with
+    the run; the exporter goes with the run."""
+    if not shutil.which("prometheus"):
+        pytest.skip("needs Debian's prometheus (.ci/run installs it)")
+    node = exporter_image(local_cloud.registry, tmp_path, "prometheus/node-exporter")
+    gpu = exporter_image(local_cloud.registry, tmp_path, "nvidia/dcgm-exporter")
+    node_port, trainer_port = engine.free_port(), engine.free_port()
+    table = json.loads((local_cloud.project / "cloud" / "exporters.json").read_text())
+    table["trainer_port"] = trainer_port
+    for spec, tagged, port in ((table["exporters"]["node"], node, node_port),
+                               (table["exporters"]["gpu"], gpu, engine.free_port())):  # fmt: skip
+        spec |= {"image": tagged.rsplit(":", 1)[0], "tag": "test", "digest": "", "port": port,
+                 "docker": ["--net=host"]}  # fmt: skip
+    exporters = tmp_path / "exporters.json"
+    exporters.write_text(json.dumps(table))
+    env = local_cloud.env | {"CLOUD_EXPORTERS": str(exporters)}
+
+    pinned = commands.invoke(local_cloud.project, "monitor", "--pin-exporters", timeout=300, **env)
+    assert pinned.returncode == 0, pinned.stdout + pinned.stderr
+    digests = json.loads(
+        docker("image", "inspect", "--format", "{{json .RepoDigests}}", node).stdout
+    )
+    recorded = json.loads(exporters.read_text())["exporters"]["node"]
+    assert f"{recorded['image']}@{recorded['digest']}" in digests
+
+    training = subprocess.Popen(
+        [sys.executable, "-m", "invoke", "train", "--cloud=local", "--monitor", "--",
+         *RESUMABLE, "trainer.max_epochs=200"],
+        cwd=local_cloud.project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+    prometheus_port = engine.free_port()
+    watching = None
+    try:
+        run_id = local_cloud.started(training)
+        local_cloud.wait_for_steps(run_id, 5, training)
+        watching = subprocess.Popen(
+            [sys.executable, "-m", "invoke", "monitor", "--run", run_id,
+             f"--port={prometheus_port}", f"--pushgateway-port={engine.free_port()}",
+             f"--node-port={engine.free_port()}", "--scrape-interval=1s",
+             f"--folder={tmp_path / 'monitor'}"],
+            cwd=local_cloud.project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, start_new_session=True,
+        )  # fmt: skip
+        selector = f'{{cloud_run="{run_id}"}}'
+        deadline = time.monotonic() + 120
+        found: dict[str, list] = {}
+        while time.monotonic() < deadline and len(found) < 2:
+            for name, query in (("trainer", f"train_steps_total{selector}"),
+                                ("node", f"node_cpu_seconds_total{selector}")):  # fmt: skip
+                try:
+                    if result := prometheus_query(prometheus_port, query):
+                        found[name] = result
+                except OSError:
+                    pass
+            time.sleep(1)
+        assert set(found) == {"trainer", "node"}, found
+        assert float(found["trainer"][0]["value"][1]) > 0
+        assert {r["metric"]["source"] for r in found["node"]} == {"node"}
+    finally:
+        if watching is not None:
+            os.killpg(watching.pid, signal.SIGINT)
+            watching.communicate(timeout=60)
+        os.killpg(training.pid, signal.SIGINT)
+        training.communicate(timeout=300)
+    left = docker("ps", "--all", "--quiet", f"--filter=name=-exporter-{run_id}")
+    assert left.stdout.strip() == "", "the exporter outlived its run"

@@ -34,7 +34,7 @@ def listing() -> set[Path]:
         (
             ["bench", "fast"],
             "unknown benchmark 'fast'; choose one of: loop, keras, image, launch, streaming, "
-            "monitoring, monitoring-keras",
+            "monitoring, monitoring-keras, scaling",
         ),
     ],
     ids=["unknown-option", "not-key-value", "bad-choice", "bad-slug", "unknown-benchmark"],

@@ -33,6 +33,17 @@ RUNNER_POLICY = {  # what the VM's identity may do: pull the image, read secrets
             "Resource": "*",
         },
         {"Effect": "Allow", "Action": ["secretsmanager:GetSecretValue"], "Resource": "*"},
+        {  # the SSM agent, for `invoke monitor --run ID` (port forwarding; no port opened)
+            "Effect": "Allow",
+            "Action": [
+                "ssm:UpdateInstanceInformation",
+                "ssmmessages:CreateControlChannel",
+                "ssmmessages:CreateDataChannel",
+                "ssmmessages:OpenControlChannel",
+                "ssmmessages:OpenDataChannel",
+            ],
+            "Resource": "*",
+        },
     ],
 }
 EC2_TRUST = {

@@ -115,6 +115,8 @@ def create_commands(plan: Plan, script: str) -> list[list[str]]:
     ]
     if plan.zone:
         vm += ["--zone", plan.zone]
+    if settings.get("subnet"):  # a shared network (its Bastion tunnels to --monitor VMs)
+        vm += ["--subnet", settings["subnet"]]
     if plan.spot:
         # Never evicted for price (you pay the spot price, at most the standard one); an evicted
         # VM is deleted, not kept deallocated with its disk still billed.

@@ -124,7 +124,22 @@ def create_command(plan: Plan, script: str) -> list[str]:
         command.append(f"--service-account={settings['service_account']}")
     if plan.spot:
         command.append("--no-restart-on-failure")
+    if plan.monitor:  # the IAP firewall rule admits tunnels to VMs with this tag
+        from .tunnels import NETWORK_TAG
+
+        command.append(f"--tags={NETWORK_TAG}")
     return command
+
+
+def ensure_monitor_firewall(settings: dict[str, Any], cmd: Commands) -> None:
+    """The rule that lets IAP's TCP forwarding, and nothing else, reach the metrics ports."""
+    from .tunnels import FIREWALL_RULE, firewall_rule
+
+    found = cmd.run(
+        _gcloud(settings, "compute", "firewall-rules", "describe", FIREWALL_RULE), check=False
+    )
+    if found.returncode != 0 and not cmd.dry_run:
+        cmd.run(firewall_rule(settings))
 
 
 def quota_problem(plan: Plan, cmd: Commands) -> str | None:
@@ -163,6 +178,8 @@ def zones(settings: dict[str, Any], cmd: Commands) -> list[str]:
 
 
 def launch(plan: Plan, script: str, cmd: Commands) -> dict[str, Any]:
+    if plan.monitor:
+        ensure_monitor_firewall(plan.settings, cmd)
     need_project(plan.settings)
     cmd.run(create_command(plan, script), dry_answer="[]")
     return {"instance": plan.run_id, "zone": plan.zone}

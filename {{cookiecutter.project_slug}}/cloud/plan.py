@@ -66,6 +66,7 @@ class Plan:
     node_price: float | None = None  # a service's USD/h per node (catalog.job_price), or None
     price_note: str = ""  # what node_price is, and its source
     job_name: str = ""  # the service's name for this submission (a resubmission needs a new one)
+    monitor: bool = False  # the VM serves the trainer's metrics and runs the exporters
 
     @property
     def job(self) -> str:

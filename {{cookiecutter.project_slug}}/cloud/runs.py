@@ -40,6 +40,8 @@ def save(plan: Plan, ids: dict[str, Any]) -> Path:
         "created": plan.created,
         "deadline": plan.deadline,
         "container": plan.container,
+        "monitor": plan.monitor,
+        "gpus": plan.offer.count if plan.offer else 0,
         **ids,
     }
     path = folder(plan.run_id) / "run.json"

@@ -81,6 +81,9 @@ def load(cloud: str, project: str) -> dict[str, Any]:
             "key_vault": given.get("key_vault", ""),
             "workspace": given.get("workspace", project),  # Azure ML's, for --backend=managed
             "datastore": given.get("datastore", ""),  # default: <project>_runs, over `bucket`
+            "subnet": given.get("subnet", ""),  # a subnet id: the VMs join it (--monitor needs it)
+            "bastion": given.get("bastion", ""),  # the Bastion of that network, for tunnels
+            "bastion_group": given.get("bastion_group", ""),
         }
     else:  # local
         settings |= {

@@ -39,7 +39,23 @@ def values(plan: Plan, registry: str, extra: dict[str, str] | None = None) -> di
         "STORAGE_ACCOUNT": settings.get("storage_account", ""),
         "KEY_VAULT": settings.get("key_vault", ""),
         "IDENTITY": settings.get("identity", ""),
+        **_monitoring(plan),
         **(extra or {}),
+    }
+
+
+def _monitoring(plan: Plan) -> dict[str, str]:
+    """--monitor: the trainer's port to publish, where to listen, each exporter's docker run."""
+    if not plan.monitor:
+        return {"MONITOR_PORT": "", "METRICS_BIND": "", "EXPORTERS": ""}
+    from . import exporters, tunnels
+
+    bind = tunnels.bind_address(plan.cloud)
+    gpus = plan.offer.count if plan.offer else 0
+    return {
+        "MONITOR_PORT": str(exporters.trainer_port()),
+        "METRICS_BIND": bind,
+        "EXPORTERS": "\n".join(exporters.docker_runs(plan.run_id, gpus, bind)),
     }
 
 

@@ -7,7 +7,9 @@
 #   the run's earlier outputs (a resumed or preempted run) -> run the training container ->
 #   watch for a preemption notice, the deadline and the container's end, syncing outputs to the
 #   bucket as it goes -> on every exit: stop the container (it checkpoints), sync the outputs,
-#   the log and status.json, and delete this VM.
+#   the log and status.json, and delete this VM. With --monitor, node_exporter and (on a GPU VM)
+#   dcgm-exporter run beside the training container, by digest, and its /metrics is published
+#   on the VM: for the cloud's tunnel (invoke monitor --run ID), never to the internet.
 set -uo pipefail
 
 # --- the run's values: cloud/startup.py writes them here ---
@@ -102,6 +104,21 @@ esac
 
 sync_outputs() { bucket_copy "$OUTPUTS" "$BUCKET/outputs"; }
 
+start_exporters() {  # one `docker run --detach` per line of $EXPORTERS (cloud/exporters.py)
+  local line
+  while IFS= read -r line; do
+    [[ -n $line ]] || continue
+    eval "exporter=($line)"
+    docker run --detach "${exporter[@]}" >/dev/null || log "an exporter did not start: $line"
+  done <<<"$EXPORTERS"
+}
+
+stop_exporters() {
+  local ids
+  ids=$(docker ps --all --quiet --filter "name=-exporter-$RUN_ID\$")
+  [[ -z $ids ]] || docker rm --force $ids >/dev/null 2>&1 || true
+}
+
 stop_training() {  # SIGTERM: the trainer writes its last checkpoint and exits 143
   docker stop --time "${STOP_GRACE:-90}" "$CONTAINER" >/dev/null 2>&1 || true
 }
@@ -121,6 +138,7 @@ teardown() {
     >"$OUTPUTS/status.json"
   sync_outputs || log "the last upload failed; the outputs stay in $OUTPUTS"
   docker rm --force "$CONTAINER" >/dev/null 2>&1 || true
+  stop_exporters
   rm -f "$WORK/secrets.env"
   log "run $RUN_ID $REASON (container exit $code); outputs in $BUCKET/outputs"
   delete_self
@@ -147,8 +165,13 @@ done
 
 gpu_flags=()
 (( GPUS > 0 )) && gpu_flags=(--gpus all --shm-size 8g)
+publish=()
+if [[ -n ${MONITOR_PORT:-} ]]; then
+  publish=(--publish "$METRICS_BIND:$MONITOR_PORT:$MONITOR_PORT")
+  start_exporters
+fi
 eval "container_args=($CONTAINER_ARGS)"
-docker run --detach --name "$CONTAINER" "${gpu_flags[@]}" --env-file "$WORK/secrets.env" \
+docker run --detach --name "$CONTAINER" "${gpu_flags[@]}" "${publish[@]}" --env-file "$WORK/secrets.env" \
   --volume "$OUTPUTS:/workspace/outputs" --entrypoint dumb-init "$IMAGE" -- "${container_args[@]}" \
   >/dev/null \
   || { log "the training container did not start"; exit 1; }

@@ -8,8 +8,10 @@ happen in the processes they start.
     dev.py      test, lint, format
     image.py    the training image: image.build, .push, .run, .shell, .lock
     remote.py   cloud runs: cloud.status, .logs, .stop, .gpus (cloud/ does the work)
+    managed.py  jobs of the clouds' training services, for remote.py (--backend=managed|skypilot)
     data.py     datasets: shards for data=shards (data.prepare), to the bucket (data.push)
-    monitor.py  Prometheus, a Pushgateway and node_exporter for the runs here (invoke monitor)
+    monitor.py  Prometheus, a Pushgateway and node_exporter for the runs here, and a cloud run's
+                metrics through its tunnel (invoke monitor [--run ID])
     framework.py   what differs between frameworks (install, multi-device launch, index)
 """
 

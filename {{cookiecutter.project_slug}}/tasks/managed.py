@@ -69,12 +69,15 @@ def follow(plan: Plan, record: dict[str, Any], provider: Any) -> dict[str, Any]:
 
 def status_row(record: dict[str, Any], settings: dict[str, Any]) -> list[str]:
     """A job's row of `invoke status`: what the service says of it now."""
-    try:
-        state = describe(record, settings)
-        shown = state["state"] + (f" ({state['detail']})" if state.get("detail") else "")
-    except CloudError as error:
-        shown = f"? ({error})"
-        state = {}
+    state: dict[str, Any] = {}
+    if not record.get("job"):  # saved before the submission, which never answered
+        shown = "not submitted"
+    else:
+        try:
+            state = describe(record, settings)
+            shown = state["state"] + (f" ({state['detail']})" if state.get("detail") else "")
+        except CloudError as error:
+            shown = f"? ({error})"
     nodes = state.get("nodes") or record.get("nodes", 1)
     hours = (state.get("billable_s") or 0) / 3600 if state.get("billable_s") is not None else None
     uptime = runs.uptime_hours(record)

@@ -3,6 +3,11 @@ node_exporter on loopback, with a Prometheus config (written to outputs/monitor/
 every run training with `monitoring=prometheus` and evaluates monitoring/alerts.yml; Ctrl-C stops
 all three. It installs nothing: a missing binary is named with the command that installs it.
 
+`invoke monitor --run ID` also watches a cloud run started with --monitor: the cloud's tunnel
+(cloud/tunnels.py) brings its trainer's, node_exporter's and dcgm-exporter's ports here, and
+Prometheus scrapes them with the label cloud_run=ID. `--pin-exporters` records the digests of the
+exporters a monitored VM runs (cloud/exporters.json).
+
 Grafana is not started here: monitoring/grafana/ holds the provisioning (data source, dashboard)
 for a Grafana you run (README "Watch a run live").
 """
@@ -42,6 +47,9 @@ DOWNLOADS = "https://prometheus.io/download/"  # the binaries, for other systems
         "scrape_interval": "how often Prometheus scrapes, as Prometheus writes it (default 5s)",
         "folder": "where the config, the data and the logs go (default outputs/monitor)",
         "dry_run": "print the config and the commands instead of starting anything",
+        "run": "also watch this cloud run (started with --monitor), through the cloud's tunnel",
+        "pin_exporters": "pull the exporters' tags and record their digests in "
+        "cloud/exporters.json, then stop",
     }
 )
 def monitor(
@@ -52,8 +60,14 @@ def monitor(
     scrape_interval: str = "5s",
     folder: str = "outputs/monitor",
     dry_run: bool = False,
+    run: str = "",
+    pin_exporters: bool = False,
 ) -> None:
-    """Prometheus, a Pushgateway and node_exporter on 127.0.0.1 for the runs of this machine."""
+    """Prometheus, a Pushgateway and node_exporter on 127.0.0.1 for the runs of this machine
+    (and, with --run ID, a cloud run's metrics through the cloud's tunnel)."""
+    if pin_exporters:
+        _pin(dry_run)
+        return
     ports = {
         "prometheus": _port("--port", port),
         "pushgateway": _port("--pushgateway-port", pushgateway_port),
@@ -66,15 +80,64 @@ def monitor(
     binaries = _find_binaries()
     config = prometheus_config(home, ports, scrape_interval, interval)
     commands = _commands(binaries, home, ports)
+    tunnels, cloud_targets = _cloud_run(run) if run else ([], [])
     if dry_run:
         print(f"# {home / 'prometheus.yml'}\n{config}")
-        for command in commands.values():
+        for command in [*(t.argv for t in tunnels if t.argv), *commands.values()]:
             print(shlex.join(command))
+        if cloud_targets:
+            print(f"# {home / 'targets' / f'cloud-{run}.json'}\n{json.dumps(cloud_targets)}")
         return
     (home / "targets").mkdir(parents=True, exist_ok=True)
     (home / "logs").mkdir(exist_ok=True)
     (home / "prometheus.yml").write_text(config, encoding="utf-8")
-    _serve(commands, home, ports)
+    target_file = home / "targets" / f"cloud-{run}.json"
+    opened = {f"tunnel-{t.source}": t.argv for t in tunnels if t.argv}
+    try:
+        if cloud_targets:
+            target_file.write_text(json.dumps(cloud_targets), encoding="utf-8")
+            for tunnel in tunnels:
+                print(f"{run} {tunnel.source:<8} port {tunnel.remote_port} -> "
+                      f"127.0.0.1:{tunnel.local_port}")  # fmt: skip
+        _serve({**opened, **commands}, home, ports)
+    finally:
+        target_file.unlink(missing_ok=True)
+
+
+def _cloud_run(run: str) -> tuple[list[Any], list[dict[str, Any]]]:
+    """The tunnels to a monitored cloud run, and the targets Prometheus scrapes through them."""
+    from cloud import runs, settings, tunnels
+    from cloud.commands import CloudError
+    from cloud.plan import PlanError, check_run_id
+
+    from .project import IMAGE
+
+    try:
+        record = runs.load(check_run_id(run))
+        if record is None:
+            raise CloudError(f"--run {run}: no such run here (invoke status lists them)")
+        found = tunnels.tunnels(record, settings.load(record["cloud"], IMAGE))
+        tunnels.check_tools(record["cloud"])
+    except (CloudError, PlanError) as error:
+        raise Exit(f"error: {error}", code=2 if isinstance(error, PlanError) else 1) from None
+    return found, tunnels.targets(record, found)
+
+
+def _pin(dry_run: bool) -> None:
+    """Record each exporter's digest: what a monitored VM pulls, never a moving tag."""
+    from cloud import exporters
+    from cloud.commands import CloudError, Commands
+
+    from .image import DOCKER
+
+    try:
+        pinned = exporters.pin(DOCKER, Commands(dry_run=dry_run))
+    except CloudError as error:
+        raise Exit(f"error: {error}", code=1) from None
+    for name, reference in pinned.items():
+        print(f"{name}: {reference}")
+    if not dry_run:
+        print(f"recorded in {exporters.EXPORTERS}")
 
 
 def _port(flag: str, value: str) -> int:
@@ -172,7 +235,8 @@ def _serve(commands: dict[str, list], home: Path, ports: dict[str, int]) -> None
             )  # fmt: skip
             log.close()
         for program in commands:
-            _wait_ready(program, running[program], ports[program], home)
+            if program in ports:  # a tunnel is up before the VM serves: Prometheus retries
+                _wait_ready(program, running[program], ports[program], home)
         _print_addresses(home, ports)
         while all(process.poll() is None for process in running.values()):
             time.sleep(0.5)

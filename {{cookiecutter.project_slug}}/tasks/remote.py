@@ -19,7 +19,7 @@ from typing import Any
 
 from invoke import Context, Exit, task
 
-from cloud import CLIS, PROVIDERS, catalog, jobs, runs, settings, startup
+from cloud import CLIS, PROVIDERS, catalog, exporters, jobs, runs, settings, startup
 from cloud.commands import Capacity, CloudError, Commands
 from cloud.plan import Plan, PlanError, check_max_hours, check_nodes, check_run_id, new_run_id
 
@@ -89,6 +89,7 @@ def plan_run(
     cmd: Commands,
     backend: str = "vm",
     nodes: str | int = 1,
+    monitor: bool = False,
 ) -> Plan:
     """Check every flag against the catalog and settings, then make the run's plan."""
     if cloud not in PROVIDERS:
@@ -111,6 +112,7 @@ def plan_run(
             f"--image {image_ref}: give it by digest (repo@sha256:...), never a moving tag"
         )
     options = settings.load(cloud, IMAGE)
+    watched = _monitor_overrides(cloud, backend, offer, options) if monitor else []
     for cli in (CLIS[cloud], *(["sky"] if backend == "skypilot" else [])):
         if shutil.which(cli) is None and not cmd.dry_run:
             raise CloudError(f"{cli} not found: {_install(cli)}")
@@ -125,7 +127,7 @@ def plan_run(
         if cloud == "aws":
             PROVIDERS[cloud].ensure_identity(options, cmd)
         container = framework.container_command(
-            PACKAGE, offer.count if offer else 1, [f"hydra.run.dir={RUN_DIR}", *overrides]
+            PACKAGE, offer.count if offer else 1, [f"hydra.run.dir={RUN_DIR}", *watched, *overrides]
         )
         node_price, price_note = None, ""
     plan = Plan(
@@ -147,10 +149,33 @@ def plan_run(
         nodes=node_count,
         node_price=node_price,
         price_note=price_note,
+        monitor=monitor,
     )
     if engine is not None:
         engine.check(plan)
     return plan
+
+
+def _monitor_overrides(
+    cloud: str, backend: str, offer: catalog.Offer | None, options: dict[str, Any]
+) -> list[str]:
+    """What --monitor asks of the trainer (its /metrics on the VM's trainer port), once the
+    exporters it runs beside are pinned and the cloud's tunnel can reach the VM."""
+    if backend != "vm":
+        raise PlanError(
+            "--monitor is for --backend=vm: a training service reports its own nodes "
+            "(CloudWatch, Cloud Monitoring, Azure Monitor)"
+        )
+    exporters.check_pinned(offer.count if offer else 0)
+    if cloud == "azure" and not options.get("subnet"):
+        raise PlanError(
+            "--monitor on Azure: set subnet = ... under [azure] in cloud.toml, a subnet of the "
+            "network whose Bastion `invoke monitor --run ID` tunnels through"
+        )
+    # The container's port is published on the VM; no announcement file inside it.
+    port = exporters.trainer_port()
+    return ["monitoring=prometheus", "monitoring.host=0.0.0.0", f"monitoring.port={port}",
+            "monitoring.targets_dir=null"]  # fmt: skip
 
 
 def _install(cli: str) -> str:
@@ -244,13 +269,14 @@ def run_in_cloud(
     overrides: list[str],
     backend: str = "vm",
     nodes: str = "1",
+    monitor: bool = False,
 ) -> None:
     """The whole of `invoke train --cloud=...`."""
     cmd = Commands(dry_run=dry_run)
     try:
         plan = plan_run(
             c, cloud, gpu, spot, region, zone, image_ref, max_hours, resume, overrides, cmd,
-            backend, nodes,
+            backend, nodes, monitor,
         )  # fmt: skip
         show(plan, cmd)
         if not plan.is_job:  # a VM's quota; the services check their own when they schedule
@@ -297,7 +323,12 @@ def run_job(plan: Plan, cmd: Commands, detach: bool, retries: int) -> None:
             plan = dataclasses.replace(plan, job_name=f"{plan.run_id}-r{secrets.token_hex(2)}")
         if not cmd.dry_run:
             runs.save(plan, {"backend": plan.backend, "nodes": plan.nodes})
-        ids = managed.submit(plan, cmd)
+        try:
+            ids = managed.submit(plan, cmd)
+        except CloudError:
+            if not cmd.dry_run:  # recorded as ended: nothing runs, nothing to stop
+                runs.update(plan.run_id, status={"reason": "not submitted"})
+            raise
         if cmd.dry_run:
             return
         runs.update(plan.run_id, **ids)

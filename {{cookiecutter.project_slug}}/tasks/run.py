@@ -62,6 +62,8 @@ def setup(c: Context, cpu: bool = False, no_cpu: bool = False) -> None:
         "backend": "with --cloud: vm (one VM, the default), managed (the cloud's training "
         "service: SageMaker, Vertex AI, Azure ML) or skypilot (a SkyPilot managed job)",
         "nodes": "with --backend=managed or skypilot: machines, each with --gpu's GPUs",
+        "monitor": "with --cloud: the VM serves live metrics (the trainer's, node_exporter's, "
+        "dcgm-exporter's) for invoke monitor --run ID",
     },
 )
 def train(
@@ -81,6 +83,7 @@ def train(
     retries: str = "0",
     backend: str = "vm",
     nodes: str = "1",
+    monitor: bool = False,
 ) -> None:
     """Train here (invoke train [--gpus N]) or on a cloud GPU (invoke train --cloud=gcp
     --gpu=t4); Hydra overrides after `--` in both cases."""
@@ -96,6 +99,7 @@ def train(
         "resume": resume,
         "backend": backend != "vm",
         "nodes": nodes != "1",
+        "monitor": monitor,
     }
     given = sorted(flag for flag, value in cloud_only.items() if value)
     if not cloud:
@@ -127,6 +131,7 @@ def train(
         shlex.split(overrides(c)),
         backend,
         nodes,
+        monitor,
     )
 
 

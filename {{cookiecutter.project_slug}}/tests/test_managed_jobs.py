@@ -334,7 +334,11 @@ def test_az_without_its_ml_extension_says_how_to_add_it(tmp_path: Path) -> None:
         "error: the az CLI has no ml extension (Azure ML jobs): az extension add -n ml"
     )
     (record,) = (tmp_path / "runs").glob("*/run.json")
-    assert "job" not in json.loads(record.read_text())
+    saved = json.loads(record.read_text())
+    assert "job" not in saved and saved["status"] == {"reason": "not submitted"}
+    listed = invoke_cli("status", "--run", record.parent.name, env=env, timeout=600)
+    assert listed.returncode == 0, listed.stderr
+    assert "not submitted" in listed.stdout
 
 
 @sdks.needed

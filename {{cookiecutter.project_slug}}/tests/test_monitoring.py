@@ -349,3 +349,28 @@ def test_monitoring_none_imports_no_prometheus_client() -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, env=project_env(),
                           capture_output=True, text=True)  # fmt: skip
     assert done.stdout.strip() == "False", done.stdout + done.stderr
+
+
+def test_a_tracker_that_cannot_start_leaves_no_announcement(tmp_path: Path) -> None:
+    """The exporter starts before the trackers; when one of them fails to start, the run ends
+    and takes its announcement with it: invoke monitor's Prometheus scrapes no dead target."""
+    targets = tmp_path / "targets"
+    done = run_module(
+        "train", *SHORT, f"hydra.run.dir={tmp_path / 'run'}", "monitoring=prometheus",
+        f"monitoring.port={services.free_port()}", f"monitoring.targets_dir={targets}",
+        "+logger.broken._target_=no_such_module.Tracker",
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "no_such_module" in done.stdout
+    assert not targets.exists() or not list(targets.iterdir())
+
+
+def test_a_second_reader_does_not_empty_the_samples_rate() -> None:
+    """Two scrapers (or a scrape and the final push) read the same rate: reading moves nothing."""
+    metrics = live.LiveMetrics("r", 0)
+    for _ in range(20):
+        metrics.batch(32, optimizer_step=True)
+        time.sleep(0.01)
+    first, second = metrics.samples_per_second(), metrics.samples_per_second()
+    assert first > 1000  # 640 samples in about 0.2 s
+    assert second > 0.9 * first

@@ -34,19 +34,23 @@ def fit_and_test(
         cfg.monitoring, run_dir, rt.rank, local_rank, job=__package__ or "train",
         checkpoint_interval_s=cfg.callbacks.checkpoint.min_interval_s,
     )  # fmt: skip
-    runtime.seed_everything(cfg.seed, cfg.trainer.deterministic)
-    config = outputs.write_resolved_config(cfg, run_dir) if rt.is_main else {}
-    log.info(
-        "data %s: %d train / %d val / %d test, input %s, %d classes",
-        cfg.data.source,
-        len(splits.train),
-        len(splits.val),
-        len(splits.test),
-        splits.input_shape,
-        splits.num_classes,
-    )
-    trackers = {name: instantiate(factory) for name, factory in cfg.logger.items()}
-    tracker = tracking.start(run_dir, config, trackers, enabled=rt.is_main, live=metrics_live)
+    try:  # the exporter is closed (its announcement removed) if the trackers cannot start
+        runtime.seed_everything(cfg.seed, cfg.trainer.deterministic)
+        config = outputs.write_resolved_config(cfg, run_dir) if rt.is_main else {}
+        log.info(
+            "data %s: %d train / %d val / %d test, input %s, %d classes",
+            cfg.data.source,
+            len(splits.train),
+            len(splits.val),
+            len(splits.test),
+            splits.input_shape,
+            splits.num_classes,
+        )
+        trackers = {name: instantiate(factory) for name, factory in cfg.logger.items()}
+        tracker = tracking.start(run_dir, config, trackers, enabled=rt.is_main, live=metrics_live)
+    except BaseException:
+        metrics_live.close(1)
+        raise
     exit_code = 1  # anything but a clean finish marks the tracked run as failed
     try:
         trainer = Trainer(parts(cfg, splits, config), rt, tracker, checkpoint_dir)

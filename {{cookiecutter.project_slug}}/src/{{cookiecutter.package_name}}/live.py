@@ -12,6 +12,7 @@ and prometheus_client is never imported.
 from __future__ import annotations
 
 import bisect
+import collections
 import json
 import logging
 import os
@@ -24,6 +25,7 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 # Seconds per optimizer step: from a tiny model on a CPU to a large one on a slow GPU.
+RATE_WINDOW_S = 30  # train_samples_per_second: over about this many seconds
 STEP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
@@ -67,7 +69,11 @@ class LiveMetrics(NoLiveMetrics):
         self.checkpoint_seconds: float | None = None
         self.training = True
         self._last_step = time.perf_counter()
-        self._rate_at = (time.perf_counter(), 0)  # for samples/s between two scrapes
+        # (time, samples) about once a second over the last RATE_WINDOW_S: samples/s over that
+        # window, which no reader moves (a second scraper, the final push).
+        self._marks: collections.deque[tuple[float, int]] = collections.deque(
+            [(self._last_step, 0)], maxlen=RATE_WINDOW_S + 1
+        )
 
     # ---- from the training loops ----------------------------------------------------------
 
@@ -77,6 +83,8 @@ class LiveMetrics(NoLiveMetrics):
             return
         now = time.perf_counter()
         seconds, self._last_step = now - self._last_step, now
+        if now - self._marks[-1][0] >= 1.0:
+            self._marks.append((now, self.samples))
         self.steps += 1
         self.step_seconds += seconds
         self.step_counts[bisect.bisect_left(STEP_BUCKETS, seconds)] += 1
@@ -101,10 +109,9 @@ class LiveMetrics(NoLiveMetrics):
     # ---- read by a scrape -----------------------------------------------------------------
 
     def samples_per_second(self) -> float:
-        """Samples trained per second since the previous scrape (or the start)."""
+        """Samples trained per second over about the last RATE_WINDOW_S seconds."""
         now = time.perf_counter()
-        then, samples = self._rate_at
-        self._rate_at = (now, self.samples)
+        then, samples = self._marks[0]
         return (self.samples - samples) / (now - then) if now > then else 0.0
 
 
@@ -157,7 +164,7 @@ def families(live: LiveMetrics) -> Iterator[Any]:
     step_time.add_metric(values, buckets, live.step_seconds)
     yield step_time
     yield from gauge(
-        "train_samples_per_second", "Samples per second since the last scrape.",
+        "train_samples_per_second", f"Samples per second over the last {RATE_WINDOW_S} s.",
         live.samples_per_second(),
     )  # fmt: skip
     yield from gauge(

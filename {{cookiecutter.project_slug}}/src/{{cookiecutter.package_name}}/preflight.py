@@ -7,7 +7,8 @@ with one line naming the key, the value and what it must be when:
 
 - an override names a config that does not exist (`model=transformer`) or a key nothing reads
   (`trainer.max_epoch=3`, with or without `+`), or has a value of the wrong type or range;
-- a run directory that already holds a run is given another model or data config;
+- a run directory that already holds a run is given another model or data config, or holds
+  files this user cannot write (a folder restored by another user: a service's root);
 - `ckpt_path` points at no checkpoint;
 - `data.source` is a local file that is not there, or not a prepared dataset under data=shards
   (whose index is read here, from a bucket too).
@@ -18,6 +19,7 @@ A sweep (`-m`) is checked job by job. Command lines with Hydra's own flags (`--h
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -73,6 +75,7 @@ def check_overrides(config_name: str, argv: list[str]) -> None:
         for problem in schema.problems(cfg, schema.SCHEMAS[config_name], typed):
             raise BadCommandLine(problem)
         if config_name != "evaluate":
+            _check_writable(job)
             _check_resume(cfg, job)
             _check_data(cfg.data, config_name)
         _check_checkpoint(cfg, config_name)
@@ -175,6 +178,26 @@ def _check_resume(cfg: DictConfig, overrides: list[str]) -> None:
             f"hydra.run.dir={run_dir} holds a run with other settings ({', '.join(differ)}), "
             "which its checkpoint cannot resume; start a new run with another hydra.run.dir "
             "(or none, for a new dated folder)"
+        )
+
+
+def _check_writable(overrides: list[str]) -> None:
+    """A named run directory, and whatever it already holds, must be this user's to write: a
+    resumed run appends to its log and replaces its checkpoints and saved config."""
+    given = [arg.split("=", 1)[1] for arg in overrides if arg.startswith("hydra.run.dir=")]
+    if not given or "${" in given[-1]:
+        return
+    run_dir = Path(given[-1])
+    existing = next(p for p in [run_dir, *run_dir.parents] if p.exists())
+    blocked = [existing] if not os.access(existing, os.W_OK | os.X_OK) else []
+    if existing == run_dir:
+        blocked += [path for path in sorted(run_dir.rglob("*")) if not os.access(path, os.W_OK)]
+    if blocked:
+        owner = blocked[0].stat().st_uid
+        raise BadCommandLine(
+            f"hydra.run.dir={run_dir}: {blocked[0]} is not writable by this user (uid "
+            f"{os.getuid()}; it belongs to uid {owner}); give the folder to uid {os.getuid()} "
+            "(chown -R) or choose another hydra.run.dir"
         )
 
 

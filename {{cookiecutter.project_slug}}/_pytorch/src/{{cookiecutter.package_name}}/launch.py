@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 import sys
 
-from . import run_secrets
+from . import preflight, run_secrets
 from .cluster import Cluster, ClusterError, detect
+from .schema import register
 
 PACKAGE = __package__ or "{{ cookiecutter.package_name }}"
 
@@ -42,6 +43,8 @@ def main() -> None:
         run_secrets.export()  # the job's secrets, from the cloud's store, into the environment
     except run_secrets.SecretError as error:
         sys.exit(f"error: {error}")
+    register()  # the config schemas preflight checks against, as train.py's start does
+    preflight.check("train", sys.argv[1:])  # one line here, not one traceback per process
     try:
         cluster = detect()
     except (ClusterError, KeyError, ValueError) as error:
