@@ -32,7 +32,7 @@ sys.path.insert(0, str(TEMPLATE_DIR / "tests"))  # the Docker helpers the tests 
 
 from helpers import engine  # noqa: E402
 
-from template_tools import bake, frameworks  # noqa: E402
+from template_tools import bake  # noqa: E402
 
 TRAIN = ["logger=jsonl", "debug=fast", "trainer.log_every_n_steps=1"]
 
@@ -127,14 +127,13 @@ def main() -> None:
     if client is None:
         sys.exit("no Docker engine answers a client that builds with BuildKit")
     base = engine.build_stand_in(client)
-    torch = frameworks()["pytorch"]["version"]
-    folder = engine.wheel_folder(f"torch-{torch}+cpu-cp311-*.whl")
     with (
         tempfile.TemporaryDirectory() as scratch,
-        engine.serve_folder(folder or Path(scratch), engine.bridge_gateway(client)) as url,
         engine.local_registry(Path(scratch)) as registry,
+        engine.torch_find_links(client) as links,
     ):
-        links = url if folder and not engine.resolves(engine.CPU_TORCH_INDEX_HOST) else ""
+        if links is None:
+            sys.exit(f"{engine.CPU_TORCH_INDEX_HOST} is unreachable and no local torch+cpu wheel")
         project = bake(
             TEMPLATE_DIR,
             Path(scratch) / "p",

@@ -35,7 +35,7 @@ sys.path.insert(0, str(TEMPLATE_DIR / "tests"))  # the Docker helpers the tests 
 
 from helpers import engine  # noqa: E402
 
-from template_tools import bake, frameworks  # noqa: E402
+from template_tools import bake  # noqa: E402
 
 NAIVE_DOCKERFILE = """\
 FROM {base}
@@ -109,13 +109,12 @@ def main() -> None:
     # (A layer of its own: BuildKit keys a local base's cache by its layers, not its labels.)
     own = f"FROM {base}\nRUN echo {run_base} > /etc/benchmark-run\n"
     engine.run(client, "build", "--quiet", "--tag", run_base, "-", input=own)
-    torch = frameworks()["pytorch"]["version"]
-    folder = engine.wheel_folder(f"torch-{torch}+cpu-cp311-*.whl")
     with (
         tempfile.TemporaryDirectory() as scratch,
-        engine.serve_folder(folder or Path(scratch), engine.bridge_gateway(client)) as url,
+        engine.torch_find_links(client) as links,
     ):
-        links = url if folder and not engine.resolves(engine.CPU_TORCH_INDEX_HOST) else ""
+        if links is None:
+            sys.exit(f"{engine.CPU_TORCH_INDEX_HOST} is unreachable and no local torch+cpu wheel")
         answers = {"project_name": "Bench Project", "python_version": "3.11"}
         ours = bake(TEMPLATE_DIR, Path(scratch) / "ours", answers)
         naive = Path(scratch) / "naive" / ours.name
@@ -126,7 +125,7 @@ def main() -> None:
             sys.executable, "-m", "invoke", "build", "--cpu", "--base-image", run_base,
             "--python", engine.STAND_IN_PYTHON, *(["--find-links", links] if links else []),
         ]  # fmt: skip
-        host = url.split("/")[2]
+        host = links.split("/")[2] if links else ""
         source = (
             [f"--build-arg=PIP_FIND_LINKS={links}", f"--build-arg=PIP_TRUSTED_HOST={host}"]
             if links

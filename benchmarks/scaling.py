@@ -22,7 +22,7 @@ sys.path.insert(0, str(TEMPLATE_DIR / "tests"))  # the Docker helpers the tests 
 
 from helpers import engine  # noqa: E402
 
-from template_tools import bake, frameworks  # noqa: E402
+from template_tools import bake  # noqa: E402
 
 
 def main() -> None:
@@ -33,13 +33,12 @@ def main() -> None:
     if client is None:
         sys.exit("no Docker engine answers a client that builds with BuildKit")
     base = engine.build_stand_in(client)
-    torch = frameworks()["pytorch"]["version"]
-    folder = engine.wheel_folder(f"torch-{torch}+cpu-cp311-*.whl")
     with (
         tempfile.TemporaryDirectory() as scratch,
-        engine.serve_folder(folder or Path(scratch), engine.bridge_gateway(client)) as url,
+        engine.torch_find_links(client) as links,
     ):
-        links = url if folder and not engine.resolves(engine.CPU_TORCH_INDEX_HOST) else ""
+        if links is None:
+            sys.exit(f"{engine.CPU_TORCH_INDEX_HOST} is unreachable and no local torch+cpu wheel")
         answers = {"project_name": "Bench Scaling", "python_version": "3.11"}
         project = bake(TEMPLATE_DIR, Path(scratch) / "p", answers | {"framework": args.framework})
         env = {**os.environ, "DOCKER": client, "DOCKER_BUILDKIT": "1"}

@@ -29,7 +29,7 @@ import pytest
 from conftest import TEMPLATE_DIR, commit_all, git
 from helpers import commands, engine
 
-from template_tools import bake, frameworks
+from template_tools import bake
 
 CLIENT = engine.docker_client() or ""
 pytestmark = pytest.mark.skipif(
@@ -83,15 +83,12 @@ def stand_in() -> Iterator[str]:
 def find_links() -> Iterator[str]:
     """Where the CPU build of torch comes from when PyTorch's index is out of reach: the wheel
     folder pip on this machine uses, served over HTTP to the builder for this session only."""
-    if engine.resolves(engine.CPU_TORCH_INDEX_HOST):
-        yield ""
-        return
-    torch = frameworks()["pytorch"]["version"]
-    folder = engine.wheel_folder(f"torch-{torch}+cpu-cp311-*.whl")
-    if folder is None:
-        pytest.skip(f"{engine.CPU_TORCH_INDEX_HOST} is unreachable and no local torch+cpu wheel")
-    with engine.serve_folder(folder, engine.bridge_gateway(CLIENT)) as url:
-        yield url
+    with engine.torch_find_links(CLIENT) as links:
+        if links is None:
+            pytest.skip(
+                f"{engine.CPU_TORCH_INDEX_HOST} is unreachable and no local torch+cpu wheel"
+            )
+        yield links
 
 
 @pytest.fixture(scope="module")

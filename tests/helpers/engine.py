@@ -127,6 +127,25 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 
 @contextlib.contextmanager
+def torch_find_links(client: str) -> Iterator[str | None]:
+    """`--find-links` for a CPU image build: "" where PyTorch's index resolves; else the wheel
+    folder pip on this machine uses, served where the build container reaches it (for the
+    block); None where neither is there."""
+    if resolves(CPU_TORCH_INDEX_HOST):
+        yield ""
+        return
+    from template_tools import frameworks
+
+    torch = frameworks()["pytorch"]["version"]
+    folder = wheel_folder(f"torch-{torch}+cpu-cp311-*.whl")
+    if folder is None:
+        yield None
+        return
+    with serve_folder(folder, bridge_gateway(client)) as url:
+        yield url
+
+
+@contextlib.contextmanager
 def serve_folder(folder: Path, address: str) -> Iterator[str]:
     """Serve `folder` read-only over HTTP on `address`; yield its URL. Stopped on exit."""
     handler = functools.partial(QuietHandler, directory=str(folder))

@@ -46,16 +46,19 @@ RUNNER_POLICY = {  # what the VM's identity may do: pull the image, read secrets
         },
     ],
 }
-EC2_TRUST = {
-    "Version": "2012-10-17",
-    "Statement": [
-        {
-            "Effect": "Allow",
-            "Principal": {"Service": "ec2.amazonaws.com"},
-            "Action": "sts:AssumeRole",
-        }
-    ],
-}
+
+
+def trust(service: str) -> dict[str, Any]:
+    """The policy that lets an AWS service (ec2.amazonaws.com, ...) take on a role."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}
+        ],
+    }
+
+
+EC2_TRUST = trust("ec2.amazonaws.com")
 
 
 def _aws(settings: dict[str, Any], *args: str, output: str = "json") -> list[str]:

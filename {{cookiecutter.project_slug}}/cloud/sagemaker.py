@@ -31,16 +31,7 @@ STATES = {  # TrainingJobStatus -> how a VM run's status.json says it
     "Stopping": "stopping",
     "Stopped": "stopped",
 }
-TRUST = {
-    "Version": "2012-10-17",
-    "Statement": [
-        {
-            "Effect": "Allow",
-            "Principal": {"Service": "sagemaker.amazonaws.com"},
-            "Action": "sts:AssumeRole",
-        }
-    ],
-}
+TRUST = aws.trust("sagemaker.amazonaws.com")
 JOB_POLICY = {  # the VM runner's rights, and the logs SageMaker writes for the job
     "Version": "2012-10-17",
     "Statement": [

@@ -11,7 +11,6 @@ import base64
 import json
 import shutil
 import stat
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,11 +27,7 @@ DIGEST = "sha256:" + "7" * 64
 SECRET = "token-fedcba9876543210"
 
 
-def aws(env: dict[str, str], *args: str) -> dict:
-    done = subprocess.run(
-        ["aws", *args, "--output", "json"], env=env, capture_output=True, text=True, check=True
-    )
-    return json.loads(done.stdout or "{}")
+aws = services.aws
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,6 @@ SECRET = "token-0123456789abcdef"
 
 @pytest.fixture
 def gcp(tmp_path: Path) -> Iterator[tuple[google_api.GoogleApi, dict[str, str]]]:
-    (tmp_path / "token").write_text("dummy-token\n")
     settings = tmp_path / "cloud.toml"
     settings.write_text(
         '[gcp]\nproject = "my-project"\nregion = "us-central1"\nzone = "us-central1-b"\n'
@@ -32,11 +31,7 @@ def gcp(tmp_path: Path) -> Iterator[tuple[google_api.GoogleApi, dict[str, str]]]
         yield (
             api,
             project_env(
-                CLOUDSDK_CONFIG=str(tmp_path / "gcloud"),
-                CLOUDSDK_AUTH_ACCESS_TOKEN_FILE=str(tmp_path / "token"),
-                CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE=f"{api.url}/compute/v1/",
-                CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE=f"{api.url}/storage/v1/",
-                CLOUDSDK_CORE_DISABLE_PROMPTS="1",
+                **google_api.gcloud_env(api, tmp_path),
                 CLOUD_SETTINGS=str(settings),
                 CLOUD_RUNS=str(tmp_path / "runs"),
                 DATA_TOKEN=SECRET,

@@ -35,11 +35,7 @@ def run_id_of(stdout: str) -> str:
     return stdout.split("submitted ", 1)[1].split(" ", 1)[0]
 
 
-def aws(env: dict[str, str], *args: str) -> dict:
-    done = subprocess.run(
-        ["aws", *args, "--output", "json"], env=env, capture_output=True, text=True, check=True
-    )
-    return json.loads(done.stdout or "{}")
+aws = services.aws
 
 
 @pytest.fixture(scope="module")
@@ -170,7 +166,6 @@ def test_bad_backend_flags_get_one_line_and_start_nothing(
 
 @pytest.fixture
 def vertex(tmp_path: Path) -> Iterator[tuple[google_api.GoogleApi, dict[str, str]]]:
-    (tmp_path / "token").write_text("dummy-token\n")
     settings = tmp_path / "cloud.toml"
     settings.write_text(
         '[gcp]\nproject = "my-project"\nregion = "us-central1"\nbucket = "gs://my-bucket"\n'
@@ -181,12 +176,7 @@ def vertex(tmp_path: Path) -> Iterator[tuple[google_api.GoogleApi, dict[str, str
         yield (
             api,
             project_env(
-                CLOUDSDK_CONFIG=str(tmp_path / "gcloud"),
-                CLOUDSDK_AUTH_ACCESS_TOKEN_FILE=str(tmp_path / "token"),
-                CLOUDSDK_API_ENDPOINT_OVERRIDES_AIPLATFORM=f"{api.url}/",
-                CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE=f"{api.url}/compute/v1/",
-                CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE=f"{api.url}/storage/v1/",
-                CLOUDSDK_CORE_DISABLE_PROMPTS="1",
+                **google_api.gcloud_env(api, tmp_path),
                 CLOUD_SETTINGS=str(settings),
                 CLOUD_RUNS=str(tmp_path / "runs"),
                 DATA_TOKEN=SECRET,

@@ -38,6 +38,20 @@ def run(config_name: str, main: Callable[[DictConfig], Any]) -> None:
     )()
 
 
+def prepare_node(argv: list[str]) -> None:
+    """A managed job's node before it starts training (launch.py): its secrets from the cloud's
+    store into the environment, then its command line checked, each failure in one line here
+    rather than a traceback from every process it would start."""
+    from . import run_secrets
+
+    try:
+        run_secrets.export()
+    except run_secrets.SecretError as error:
+        sys.exit(f"error: {error}")
+    register()
+    preflight.check("train", argv)
+
+
 def _one_line_errors(main: Callable[[DictConfig], Any]) -> Callable[[DictConfig], Any]:
     """Data that turns out unreadable once the job runs (a bucket, a shard, a file's contents),
     or a monitoring port that is taken, ends it with one line and exit status 2, as preflight

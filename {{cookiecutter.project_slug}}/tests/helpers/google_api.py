@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -183,6 +184,20 @@ def _handler(api: GoogleApi) -> type[BaseHTTPRequestHandler]:
             self._route("DELETE")
 
     return Handler
+
+
+def gcloud_env(api: GoogleApi, folder: Path) -> dict[str, str]:
+    """What points the real gcloud at the stand-in: its own config in `folder`, a dummy token,
+    every API it calls overridden, no prompts."""
+    (folder / "token").write_text("dummy-token\n")
+    return {
+        "CLOUDSDK_CONFIG": str(folder / "gcloud"),
+        "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE": str(folder / "token"),
+        "CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE": f"{api.url}/compute/v1/",
+        "CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE": f"{api.url}/storage/v1/",
+        "CLOUDSDK_API_ENDPOINT_OVERRIDES_AIPLATFORM": f"{api.url}/",
+        "CLOUDSDK_CORE_DISABLE_PROMPTS": "1",
+    }
 
 
 @contextlib.contextmanager

@@ -14,6 +14,14 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
+def aws(env: dict[str, str], *args: str) -> dict:
+    """`aws ARGS --output json` in `env` (moto's endpoint), its answer parsed."""
+    done = subprocess.run(
+        ["aws", *args, "--output", "json"], env=env, capture_output=True, text=True, check=True
+    )
+    return json.loads(done.stdout or "{}")
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -11,9 +11,8 @@ from __future__ import annotations
 import os
 import sys
 
-from . import preflight, run_secrets
 from .cluster import Cluster, ClusterError, detect
-from .schema import register
+from .jobs import prepare_node
 
 PACKAGE = __package__ or "{{ cookiecutter.package_name }}"
 
@@ -39,12 +38,7 @@ def processes_per_node(cluster: Cluster) -> int:
 
 
 def main() -> None:
-    try:
-        run_secrets.export()  # the job's secrets, from the cloud's store, into the environment
-    except run_secrets.SecretError as error:
-        sys.exit(f"error: {error}")
-    register()  # the config schemas preflight checks against, as train.py's start does
-    preflight.check("train", sys.argv[1:])  # one line here, not one traceback per process
+    prepare_node(sys.argv[1:])
     try:
         cluster = detect()
     except (ClusterError, KeyError, ValueError) as error:

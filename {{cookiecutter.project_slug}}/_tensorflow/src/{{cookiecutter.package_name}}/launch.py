@@ -12,9 +12,8 @@ import json
 import os
 import sys
 
-from . import preflight, run_secrets
 from .cluster import Cluster, ClusterError, detect
-from .schema import register
+from .jobs import prepare_node
 
 PACKAGE = __package__ or "{{ cookiecutter.package_name }}"
 WORKER_PORT = 2222  # each worker's gRPC port, where the service gives none
@@ -31,12 +30,7 @@ def tf_config(cluster: Cluster) -> dict | None:
 
 
 def main() -> None:
-    try:
-        run_secrets.export()  # the job's secrets, from the cloud's store, into the environment
-    except run_secrets.SecretError as error:
-        sys.exit(f"error: {error}")
-    register()  # the config schemas preflight checks against, as train.py's start does
-    preflight.check("train", sys.argv[1:])  # one line here, not one traceback per process
+    prepare_node(sys.argv[1:])
     if "TF_CONFIG" not in os.environ:
         try:
             config = tf_config(detect())
