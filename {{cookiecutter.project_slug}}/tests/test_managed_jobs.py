@@ -18,6 +18,8 @@ import pytest
 from conftest import invoke_cli, project_env
 from helpers import google_api, sdks, services
 
+from cloud import catalog
+
 PACKAGE = "{{ cookiecutter.package_name }}"
 PROJECT = "{{ cookiecutter.project_slug }}"
 DISTRIBUTION = "{{ 'TensorFlow' if cookiecutter.framework == 'tensorflow' else 'PyTorch' }}"
@@ -353,3 +355,35 @@ def test_the_skypilot_task_parses_in_skypilot(tmp_path: Path) -> None:
     outputs = f"s3://jobs-bucket/{PROJECT}/{spec.parent.name}/outputs"
     assert task["file_mounts"]["/outputs"]["source"] == outputs
     assert task["run"].startswith(f"python -m {PACKAGE}.launch hydra.run.dir=/outputs/run")
+
+
+def test_every_catalog_machine_is_one_sagemaker_trains_on_or_refused_by_name() -> None:
+    """botocore's own list decides, machine by machine of the catalog: a g4dn.metal (8 x T4) is
+    no SageMaker training instance, and the plan says so before anything is sent."""
+    from cloud import sagemaker
+
+    known = sagemaker.training_instance_types()
+    if known is None:
+        pytest.skip("botocore is not installed (its model holds SageMaker's instance list)")
+    offered = {f"ml.{offer.machine}" for offer in catalog.rows("aws")}
+    assert offered - set(known) == {"ml.g4dn.metal"}
+
+
+def runs_here(offer: catalog.Offer) -> bool:
+    """Whether this project's GPU image runs on that machine (its CUDA against the GPU's)."""
+    try:
+        catalog.check_runs(offer)
+    except catalog.CatalogError:
+        return False
+    return True
+
+
+AZURE_GPUS = [f"{o.gpu}:{o.count}" for o in catalog.rows("azure") if runs_here(o)]
+
+
+@sdks.needed
+@pytest.mark.parametrize("gpu", AZURE_GPUS)
+def test_every_azure_gpu_makes_a_job_azure_ai_ml_loads(tmp_path: Path, gpu: str) -> None:
+    _, spec = azure_dry_run(tmp_path, "--nodes=2", f"--gpu={gpu}")
+    rest = sdks.validate("azureml", spec)
+    assert rest["resources"]["instance_count"] == 2
