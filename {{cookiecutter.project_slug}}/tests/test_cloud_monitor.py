@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import json
 import shlex
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 from conftest import PROJECT_ROOT, invoke_cli, project_env
+from helpers import google_api
 
 from cloud import tunnels
 
@@ -167,6 +170,24 @@ def test_monitor_run_tunnels_with_iap_on_gcp(tmp_path: Path) -> None:
                                commands[1][5]]  # fmt: skip
     assert commands[1][5].startswith("--local-host-port=localhost:")
     assert "--zone=us-central1-b" in commands[1] and "--project=p" in commands[1]
+
+
+@pytest.mark.skipif(shutil.which("gcloud") is None, reason="gcloud is not installed")
+def test_the_real_gcloud_takes_the_iap_tunnel_command(tmp_path: Path) -> None:
+    """gcloud parses the tunnel's command line and looks the VM up (the stand-in's), then stops
+    where IAP itself would answer: nothing here reaches Google."""
+    run = record(tmp_path, "gcp")
+    (command, *_) = monitor_dry_run(tmp_path, run, '[gcp]\nproject = "p"\n')
+    with google_api.serve() as api:
+        api.instances[run] = {"name": run, "zone": f"{api.url}/compute/v1/projects/p/zones/"
+                              "us-central1-b", "status": "RUNNING"}  # fmt: skip
+        done = subprocess.run(
+            command, env=project_env(**google_api.gcloud_env(api, tmp_path)),
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    assert "unrecognized arguments" not in done.stderr and "argument" not in done.stderr.lower()
+    assert api.bodies("GET", rf"/projects/p/zones/us-central1-b/instances/{run}$") == [None]
+    assert "Testing if tunnel connection works" in done.stderr, done.stderr[-2000:]
 
 
 def test_monitor_run_tunnels_through_bastion_on_azure(tmp_path: Path) -> None:
