@@ -25,7 +25,7 @@ ENGINES: dict[tuple[str, str], ModuleType] = {
     ("skypilot", "gcp"): skypilot,
     ("skypilot", "azure"): skypilot,
 }
-# How a job ended, as status.json of a VM run says it: finished, failed, stopped, preempted.
+# How a job ended, in the words of a VM run's status.json.
 ENDED = ("finished", "failed", "stopped", "preempted", "timeout")
 
 
@@ -45,17 +45,11 @@ def launcher(package: str, run_dir: str, overrides: list[str]) -> list[str]:
     return ["python", "-m", f"{package}.launch", f"hydra.run.dir={run_dir}", *overrides]
 
 
-def secret_names(plan: Plan) -> str:
-    """RUN_SECRETS for the job's environment: `NAME=store-name ...`, names only; the launcher
-    reads each value from the cloud's secret store with the job's own identity."""
-    return " ".join(f"{name}={store}" for name, store in sorted(plan.secrets.items()))
-
-
 def environment(plan: Plan) -> dict[str, str]:
     """The variables every node gets: which run, which cloud's secret store, which secrets."""
     env = {"RUN_ID": plan.run_id, "RUN_CLOUD": plan.cloud, "RUN_REGION": plan.region}
-    if plan.secrets:
-        env["RUN_SECRETS"] = secret_names(plan)
+    if plan.secrets:  # names only: the launcher reads the values with the job's identity
+        env["RUN_SECRETS"] = plan.secret_names
     if plan.cloud == "gcp" and plan.settings.get("project"):
         env["RUN_PROJECT"] = plan.settings["project"]
     if plan.cloud == "azure" and plan.settings.get("key_vault"):

@@ -36,10 +36,11 @@ def new_run_id(project: str, now: datetime.datetime | None = None) -> str:
     return run_id
 
 
-def check_run_id(run_id: str) -> str:
+def check_run_id(run_id: str, flag: str = "--resume") -> str:
+    """`run_id` as given to `flag`, or PlanError naming the flag and the rule."""
     if not RUN_ID.match(run_id):
         raise PlanError(
-            f"--resume {run_id!r}: a run id is lowercase letters, digits and hyphens, starts "
+            f"{flag} {run_id!r}: a run id is lowercase letters, digits and hyphens, starts "
             "with a letter, 40 characters at most (invoke status lists them)"
         )
     return run_id
@@ -67,6 +68,12 @@ class Plan:
     price_note: str = ""  # what node_price is, and its source
     job_name: str = ""  # the service's name for this submission (a resubmission needs a new one)
     monitor: bool = False  # the VM serves the trainer's metrics and runs the exporters
+
+    @property
+    def secret_names(self) -> str:
+        """`NAME=store-name ...`: which secrets the run reads from the cloud's store (never a
+        value), for a VM's startup script and a job's environment alike."""
+        return " ".join(f"{name}={store}" for name, store in self.secrets.items())
 
     @property
     def job(self) -> str:

@@ -31,7 +31,7 @@ def values(plan: Plan, registry: str, extra: dict[str, str] | None = None) -> di
         "MAX_SECONDS": str(int(plan.max_hours * 3600)),
         "GPUS": str(plan.offer.count if plan.offer else 0),
         "CONTAINER_ARGS": shlex.join(plan.container),
-        "SECRETS": " ".join(f"{name}={store}" for name, store in plan.secrets.items()),
+        "SECRETS": plan.secret_names,
         "METADATA_URL": settings.get("metadata_url", METADATA_URL[plan.cloud]),
         "REGION": plan.region,
         "ZONE": plan.zone,

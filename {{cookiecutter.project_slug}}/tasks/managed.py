@@ -9,7 +9,6 @@ which writes the job's file, kept beside the run's record, and sends it with the
 from __future__ import annotations
 
 import sys
-import time
 from typing import Any
 
 from cloud import jobs, runs
@@ -19,7 +18,6 @@ from cloud.plan import Plan
 from . import framework
 
 FOLLOW_SECONDS = 30
-ENDED = ("finished", "failed", "stopped", "timeout", "preempted")
 
 
 def write_spec(plan: Plan, cmd: Commands) -> str:
@@ -49,22 +47,14 @@ def cancel(record: dict[str, Any], settings: dict[str, Any], cmd: Commands) -> N
     jobs.engine(record["backend"], record["cloud"]).cancel(settings, record, cmd)
 
 
-def follow(plan: Plan, record: dict[str, Any], provider: Any) -> dict[str, Any]:
-    """Print the run's log from its bucket as it grows, until the job has ended; its state."""
-    printed = 0
-    cmd = Commands(verbose=False)
-    while True:
-        state = describe(record, plan.settings)
-        text = provider.read_text(f"{plan.bucket}/outputs/run/train.log", plan.settings, cmd)
-        lines = (text or "").splitlines()
-        for line in lines[printed:]:
-            print(line)
-        printed = len(lines)
-        if state["state"] in ENDED:
-            if state.get("failure"):
-                print(f"{record['job']}: {state['failure']}", file=sys.stderr)
-            return state
-        time.sleep(FOLLOW_SECONDS)
+def ended(record: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any] | None:
+    """The job's state once it has ended, else None (it still runs)."""
+    state = describe(record, settings)
+    if state["state"] not in jobs.ENDED:
+        return None
+    if state.get("failure"):
+        print(f"{record['job']}: {state['failure']}", file=sys.stderr)
+    return state
 
 
 def status_row(record: dict[str, Any], settings: dict[str, Any]) -> list[str]:

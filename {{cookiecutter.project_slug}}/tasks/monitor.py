@@ -113,7 +113,7 @@ def _cloud_run(run: str) -> tuple[list[Any], list[dict[str, Any]]]:
     from .project import IMAGE
 
     try:
-        record = runs.load(check_run_id(run))
+        record = runs.load(check_run_id(run, "--run"))
         if record is None:
             raise CloudError(f"--run {run}: no such run here (invoke status lists them)")
         found = tunnels.tunnels(record, settings.load(record["cloud"], IMAGE))

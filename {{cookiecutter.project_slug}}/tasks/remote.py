@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import getpass
 import json
 import secrets
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from invoke import Context, Exit, task
@@ -237,19 +239,33 @@ def _registry_host(plan: Plan) -> str:
     return plan.image.split("/", 1)[0] if "/" in plan.image else ""
 
 
-def follow_run(plan: Plan, cmd: Commands, printed: int = 0) -> dict[str, Any]:
-    """Print the run's log from the bucket as it grows; its status.json once it has ended."""
-    provider, options = PROVIDERS[plan.cloud], plan.settings
+def print_log(
+    bucket: str, provider: Any, options: dict[str, Any], ended: Callable[[], Any], every: float
+) -> Any:
+    """Print the run's log from its bucket as it grows, every `every` seconds, until `ended()`
+    answers (a VM run's status.json, a job's end state); that answer."""
+    printed, cmd = 0, Commands(verbose=False)
     while True:
-        status = provider.read_text(f"{plan.bucket}/outputs/status.json", options, cmd)
-        text = provider.read_text(f"{plan.bucket}/outputs/run/train.log", options, cmd) or ""
+        answer = ended()
+        text = provider.read_text(f"{bucket}/outputs/run/train.log", options, cmd) or ""
         lines = text.splitlines()
         for line in lines[printed:]:
             print(line)
         printed = len(lines)
-        if status:
-            return json.loads(status)
-        time.sleep(FOLLOW_SECONDS)
+        if answer:
+            return answer
+        time.sleep(every)
+
+
+def follow_run(plan: Plan, cmd: Commands) -> dict[str, Any]:
+    """Print the run's log from the bucket as it grows; its status.json once it has ended."""
+    provider, options = PROVIDERS[plan.cloud], plan.settings
+
+    def status() -> dict[str, Any] | None:
+        text = provider.read_text(f"{plan.bucket}/outputs/status.json", options, cmd)
+        return json.loads(text) if text else None
+
+    return dict(print_log(plan.bucket, provider, options, status, FOLLOW_SECONDS))
 
 
 def run_in_cloud(
@@ -339,7 +355,9 @@ def run_job(plan: Plan, cmd: Commands, detach: bool, retries: int) -> None:
             )
             return
         record = runs.load(plan.run_id) or {}
-        state = managed.follow(plan, record, PROVIDERS[plan.cloud])
+        provider = PROVIDERS[plan.cloud]
+        ended = functools.partial(managed.ended, record, plan.settings)
+        state = print_log(plan.bucket, provider, plan.settings, ended, managed.FOLLOW_SECONDS)
         runs.update(plan.run_id, status={"reason": state["state"]})
         print(f"run {plan.run_id} {state['state']}: outputs in {plan.bucket}/outputs")
         if state["state"] == "finished":
@@ -372,8 +390,16 @@ def _clouds(cloud: str) -> list[str]:
     return [name for name in PROVIDERS if name in known]
 
 
+def _run_id(run: str) -> str:
+    """--run's value, checked: one line and exit status 2 when it cannot be a run id."""
+    try:
+        return check_run_id(run, "--run")
+    except PlanError as error:
+        raise _fail(error) from None
+
+
 def _record(run_id: str) -> dict[str, Any]:
-    record = runs.load(check_run_id(run_id))
+    record = runs.load(_run_id(run_id))
     if record is None:
         raise Exit(f"error: --run {run_id}: no such run here (invoke status lists them)", 2)
     return record
@@ -486,7 +512,7 @@ def _ended_state(
             state = str(managed.describe(record, options)["state"])
         except CloudError as error:
             raise _fail(error) from None
-        return state if state in managed.ENDED else ""
+        return state if state in jobs.ENDED else ""
     text = provider.read_text(f"{record['bucket']}/outputs/status.json", options, cmd)
     return str(json.loads(text).get("reason")) if text else ""
 
@@ -501,7 +527,7 @@ def stop(c: Context, run: str = "", dry_run: bool = False) -> None:
     """Stop a cloud run: delete its machine, or cancel its job; says where its outputs are."""
     if not run:
         raise Exit("error: invoke stop needs --run ID (invoke status lists the runs)", 2)
-    record = runs.load(check_run_id(run)) or {"run": run, "cloud": DEFAULT_CLOUD}
+    record = runs.load(_run_id(run)) or {"run": run, "cloud": DEFAULT_CLOUD}
     options = settings.load(record["cloud"], IMAGE)
     cmd = Commands(dry_run=dry_run)
     job = record.get("backend", "vm") != "vm"

@@ -110,3 +110,13 @@ def test_data_push_uploads_and_says_what_to_train_on(tmp_path) -> None:
     assert spaced.stderr.strip().startswith(hint)
     missing = invoke_cli("data.push", str(tmp_path / "nope.npz"), env=env)
     assert missing.returncode == 2 and "nope.npz: no such file or folder" in missing.stderr
+
+
+@pytest.mark.parametrize("task", ["stop", "logs", "monitor"])
+def test_a_run_id_that_cannot_be_one_is_named_with_its_flag(tmp_path, task: str) -> None:
+    done = invoke_cli(task, "--run", "BAD_ID", env=project_env(CLOUD_RUNS=str(tmp_path / "r")))
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "error: --run 'BAD_ID': a run id is lowercase letters, digits and hyphens, starts with "
+        "a letter, 40 characters at most (invoke status lists them)"
+    )

@@ -127,6 +127,22 @@ def test_a_two_node_spot_sagemaker_job_is_the_plan_field_by_field(moto: dict) ->
 
 
 @needs_aws
+def test_a_job_followed_in_the_foreground_ends_with_its_state(moto: dict) -> None:
+    """Without --detach the task follows the job until the service says it ended (moto's jobs
+    complete at once) and records how."""
+    done = invoke_cli(
+        "train", "--cloud=aws", "--backend=managed", "--gpu=a10g", "--yes",
+        f"--image=123456789012.dkr.ecr.us-east-1.amazonaws.com/{PROJECT}@{DIGEST}", env=moto,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("run ")]
+    run_id = line.split()[1]
+    assert line == f"run {run_id} finished: outputs in s3://jobs-bucket/{PROJECT}/{run_id}/outputs"
+    record = json.loads((Path(moto["CLOUD_RUNS"]) / run_id / "run.json").read_text())
+    assert record["status"] == {"reason": "finished"} and record["job"] == run_id
+
+
+@needs_aws
 def test_a_machine_sagemaker_does_not_train_on_is_refused_before_anything_is_made(
     moto: dict,
 ) -> None:
