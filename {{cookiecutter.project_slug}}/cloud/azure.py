@@ -156,7 +156,7 @@ def runs(settings: dict[str, Any], cmd: Commands) -> list[dict[str, Any]]:
 
 
 def delete(settings: dict[str, Any], record: dict[str, Any], cmd: Commands) -> None:
-    group = record.get("resource_group") or record.get("id")
+    group = record.get("resource_group") or record.get("id") or record["run"]  # the run's group
     cmd.run(["az", "group", "delete", "--name", str(group), "--yes", "--no-wait"])
 
 

@@ -212,7 +212,7 @@ def runs(settings: dict[str, Any], cmd: Commands) -> list[dict[str, Any]]:
 
 
 def delete(settings: dict[str, Any], record: dict[str, Any], cmd: Commands) -> None:
-    name = record.get("instance") or record.get("id")
+    name = record.get("instance") or record.get("id") or record["run"]  # VMs bear the run's id
     zone = record.get("zone") or settings["zone"]
     cmd.run(
         _gcloud(settings, "compute", "instances", "delete", str(name), f"--zone={zone}", "--quiet")

@@ -4,6 +4,7 @@ sourced, run ids are valid everywhere, a run that cannot work is refused with th
 from __future__ import annotations
 
 import datetime
+import json
 import re
 
 import pytest
@@ -120,3 +121,21 @@ def test_a_run_id_that_cannot_be_one_is_named_with_its_flag(tmp_path, task: str)
         "error: --run 'BAD_ID': a run id is lowercase letters, digits and hyphens, starts with "
         "a letter, 40 characters at most (invoke status lists them)"
     )
+
+
+@pytest.mark.parametrize(
+    ("cloud", "command"),
+    [("gcp", "gcloud compute instances delete proj-261201-1-ab --zone=z1"),
+     ("azure", "az group delete --name proj-261201-1-ab --yes --no-wait")],
+)  # fmt: skip
+def test_stopping_a_run_started_elsewhere_names_its_machine(tmp_path, cloud, command) -> None:
+    """A record without the cloud's ids (a run started elsewhere, or one whose launch never
+    answered): the machine (or group) bears the run's id, so stop still names it."""
+    (tmp_path / "cloud.toml").write_text('[gcp]\nproject = "p"\nzone = "z1"\n')
+    env = project_env(CLOUD_RUNS=str(tmp_path / "r"), CLOUD_SETTINGS=str(tmp_path / "cloud.toml"))
+    folder = tmp_path / "r" / "proj-261201-1-ab"
+    folder.mkdir(parents=True)
+    (folder / "run.json").write_text(json.dumps({"run": "proj-261201-1-ab", "cloud": cloud}))
+    done = invoke_cli("stop", "--run", "proj-261201-1-ab", "--dry-run", env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"$ {command}")
