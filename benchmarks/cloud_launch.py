@@ -26,13 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-TEMPLATE_DIR = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(TEMPLATE_DIR))
-sys.path.insert(0, str(TEMPLATE_DIR / "tests"))  # the Docker helpers the tests use
-
-from helpers import engine  # noqa: E402
-
-from template_tools import bake  # noqa: E402
+from docker_bench import TEMPLATE_DIR, bake, build_command, engine, engine_and_base, torch_wheels
 
 TRAIN = ["logger=jsonl", "debug=fast", "trainer.log_every_n_steps=1"]
 
@@ -123,17 +117,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     rounds = parser.parse_args().rounds
-    client = engine.docker_client()
-    if client is None:
-        sys.exit("no Docker engine answers a client that builds with BuildKit")
-    base = engine.build_stand_in(client)
+    client, base = engine_and_base()
     with (
         tempfile.TemporaryDirectory() as scratch,
         engine.local_registry(Path(scratch)) as registry,
-        engine.torch_find_links(client) as links,
+        torch_wheels(client) as links,
     ):
-        if links is None:
-            sys.exit(f"{engine.CPU_TORCH_INDEX_HOST} is unreachable and no local torch+cpu wheel")
         project = bake(
             TEMPLATE_DIR,
             Path(scratch) / "p",
@@ -150,18 +139,7 @@ def main() -> None:
             "CLOUD_RUNS": str(runs),
             "POLL_SECONDS": "0.2",
         }
-        build = [
-            sys.executable,
-            "-m",
-            "invoke",
-            "build",
-            "--cpu",
-            "--base-image",
-            base,
-            "--python",
-            engine.STAND_IN_PYTHON,
-            *(["--find-links", links] if links else []),
-        ]
+        build = build_command(base, links)
         timed(build, project, env | {"DOCKER_BUILDKIT": "1"})  # cold: fills the cache
         rows: dict[str, list[float]] = {}
         for _ in range(rounds):

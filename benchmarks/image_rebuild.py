@@ -29,13 +29,7 @@ import time
 import uuid
 from pathlib import Path
 
-TEMPLATE_DIR = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(TEMPLATE_DIR))
-sys.path.insert(0, str(TEMPLATE_DIR / "tests"))  # the Docker helpers the tests use
-
-from helpers import engine  # noqa: E402
-
-from template_tools import bake  # noqa: E402
+from docker_bench import TEMPLATE_DIR, bake, build_command, engine, engine_and_base, torch_wheels
 
 NAIVE_DOCKERFILE = """\
 FROM {base}
@@ -100,10 +94,7 @@ def report(rows: list[dict]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.parse_args()
-    client = engine.docker_client()
-    if client is None:
-        sys.exit("no Docker engine answers a client that builds with BuildKit")
-    base = engine.build_stand_in(client)
+    client, base = engine_and_base()
     # A base of this run's own: fresh build-cache keys, so the cold builds start from nothing.
     run_base = f"{base.split(':')[0]}:bench-{uuid.uuid4().hex[:8]}"
     # (A layer of its own: BuildKit keys a local base's cache by its layers, not its labels.)
@@ -111,20 +102,15 @@ def main() -> None:
     engine.run(client, "build", "--quiet", "--tag", run_base, "-", input=own)
     with (
         tempfile.TemporaryDirectory() as scratch,
-        engine.torch_find_links(client) as links,
+        torch_wheels(client) as links,
     ):
-        if links is None:
-            sys.exit(f"{engine.CPU_TORCH_INDEX_HOST} is unreachable and no local torch+cpu wheel")
         answers = {"project_name": "Bench Project", "python_version": "3.11"}
         ours = bake(TEMPLATE_DIR, Path(scratch) / "ours", answers)
         naive = Path(scratch) / "naive" / ours.name
         shutil.copytree(ours, naive, ignore=shutil.ignore_patterns(".dockerignore"))
         package = next(p.name for p in (ours / "src").iterdir() if p.is_dir())
         (naive / "Dockerfile").write_text(NAIVE_DOCKERFILE.format(base=run_base, package=package))
-        ours_build = [
-            sys.executable, "-m", "invoke", "build", "--cpu", "--base-image", run_base,
-            "--python", engine.STAND_IN_PYTHON, *(["--find-links", links] if links else []),
-        ]  # fmt: skip
+        ours_build = build_command(run_base, links)
         host = links.split("/")[2] if links else ""
         source = (
             [f"--build-arg=PIP_FIND_LINKS={links}", f"--build-arg=PIP_TRUSTED_HOST={host}"]

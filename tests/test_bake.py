@@ -29,6 +29,7 @@ Dockerfile
 LICENSE
 README.md
 benchmarks/gpu.py
+benchmarks/gpu_common.py
 benchmarks/scaling.py
 cloud.toml
 cloud/__init__.py

@@ -638,8 +638,17 @@ def test_every_other_end_tears_down_too(local_cloud: LocalCloud) -> None:
 
     failing = local_cloud.train("--", "logger=jsonl", "data=files", "data.source=/no/such.npz")
     assert failing.returncode == 1
-    status = assert_torn_down(local_cloud, local_cloud.started(failing), "failed")
+    failed = local_cloud.started(failing)
+    status = assert_torn_down(local_cloud, failed, "failed")
     assert status["exit_code"] == "2"  # training's own status: bad input, refused in one line
+    # Refused before its log file began: `invoke logs` shows what the container printed.
+    logs = subprocess.run([sys.executable, "-m", "invoke", "logs", "--run", failed],
+                          cwd=local_cloud.project, env=local_cloud.env, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert logs.returncode == 0, logs.stderr
+    errors = [line for line in logs.stdout.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "/no/such.npz" in errors[0], logs.stdout
+    assert logs.stdout.endswith("[run ended: failed]\n"), logs.stdout
 
     interrupted = local_cloud.train("--", *RESUMABLE, "trainer.max_epochs=200", wait=False)
     run_id = local_cloud.started(interrupted)

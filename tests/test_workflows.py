@@ -158,6 +158,27 @@ def test_generated_ci_uses_the_chosen_python(tmp_path: Path, version: str) -> No
     assert workflow["concurrency"]["group"] == "${{ github.workflow }}-${{ github.ref }}"
 
 
+def test_every_job_runs_on_a_fixed_runner_image(all_workflows: list[Path]) -> None:
+    for workflow in all_workflows:
+        for name, job in yaml.safe_load(workflow.read_text())["jobs"].items():
+            assert re.fullmatch(r"ubuntu-\d\d\.\d\d", job["runs-on"]), (workflow, name)
+
+
+def test_generated_ci_gives_the_cloud_tests_what_they_skip_without(
+    generated_repos: list[Path],
+) -> None:
+    """moto_server, Prometheus, the SDKs' Python: what the runner image lacks (it has the CLIs)."""
+    for repo in generated_repos:
+        steps = yaml.safe_load((repo / GENERATED_WORKFLOWS / "ci.yml").read_text())["jobs"]["test"]
+        runs = [step.get("run", "") for step in steps["steps"]]
+        test = next(step for step in steps["steps"] if step.get("run") == "invoke test")
+        installs = "\n".join(runs[: runs.index("invoke test")])
+        assert '"moto[server]"' in installs and "prometheus-pushgateway" in installs
+        sdk_python = test["env"]["CLOUD_SDK_PYTHON"]
+        venv = sdk_python.removesuffix("/bin/python").replace("${{ runner.temp }}", "$RUNNER_TEMP")
+        assert f'"{venv}/bin/pip" install azure-ai-ml google-cloud-aiplatform skypilot' in installs
+
+
 def readme_commands() -> dict[str, str]:
     """The README's marked commands: {"demo": ..., "test": ...}, in the order written."""
     return dict(README_COMMAND.findall((TEMPLATE_DIR / "README.md").read_text()))

@@ -76,6 +76,15 @@ class Plan:
         return " ".join(f"{name}={store}" for name, store in self.secrets.items())
 
     @property
+    def entrypoint(self) -> tuple[list[str], list[str]]:
+        """A job node's launcher as SageMaker and Vertex take it: the program, its arguments.
+
+        dumb-init as PID 1 passes the service's SIGTERM on to the trainer, which checkpoints.
+        """
+        program = self.container[: self.container.index("-m") + 2]  # python -m PACKAGE.launch
+        return ["dumb-init", "--", *program], self.container[len(program) :]
+
+    @property
     def job(self) -> str:
         return self.job_name or self.run_id
 

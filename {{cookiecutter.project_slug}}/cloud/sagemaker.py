@@ -121,15 +121,14 @@ def spec(
     stopping = {"MaxRuntimeInSeconds": runtime}
     if plan.spot:
         stopping["MaxWaitTimeInSeconds"] = min(runtime * SPOT_WAIT, MAX_RUNTIME_S)
-    entrypoint, arguments = plan.container[:3], plan.container[3:]
+    entrypoint, arguments = plan.entrypoint
     return {
         "TrainingJobName": plan.job,
         "RoleArn": role_arn(plan.settings, cmd),
         "AlgorithmSpecification": {
             "TrainingImage": plan.image,
             "TrainingInputMode": "File",
-            # dumb-init as PID 1 passes SageMaker's SIGTERM on: the trainer checkpoints.
-            "ContainerEntrypoint": ["dumb-init", "--", *entrypoint],
+            "ContainerEntrypoint": entrypoint,
             "ContainerArguments": arguments,
         },
         "ResourceConfig": {

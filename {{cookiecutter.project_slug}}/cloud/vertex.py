@@ -56,6 +56,7 @@ def spec(
     """The CustomJobSpec of the plan, in gcloud's camelCase."""
     del distribution, cmd
     assert plan.offer is not None
+    command, arguments = plan.entrypoint
     pool = {
         "machineSpec": {
             "machineType": plan.offer.machine,
@@ -65,8 +66,8 @@ def spec(
         "diskSpec": {"bootDiskType": "pd-ssd", "bootDiskSizeGb": DISK_GB},
         "containerSpec": {
             "imageUri": plan.image,
-            "command": ["dumb-init", "--", *plan.container[:3]],
-            "args": plan.container[3:],
+            "command": command,
+            "args": arguments,
             "env": [{"name": name, "value": value} for name, value in environment.items()],
         },
     }

@@ -33,6 +33,9 @@ RUN_DIR = (
     "/workspace/outputs/run"  # the run's folder in the container; its outputs go to the bucket
 )
 FOLLOW_SECONDS = 10
+# A run's log in its bucket, under outputs/: the trainer's own, uploaded as the run goes (a job's
+# service keeps it too), and a VM's container's whole output, tracebacks too, uploaded at its end.
+TRAINER_LOG, CONTAINER_LOG = "run/train.log", "logs/train.log"
 
 
 def _fail(error: Exception) -> Exit:
@@ -240,21 +243,48 @@ def _registry_host(plan: Plan) -> str:
 
 
 def print_log(
-    bucket: str, provider: Any, options: dict[str, Any], ended: Callable[[], Any], every: float
+    bucket: str,
+    provider: Any,
+    options: dict[str, Any],
+    ended: Callable[[], Any],
+    every: float,
+    follow: bool = True,
 ) -> Any:
-    """Print the run's log from its bucket as it grows, every `every` seconds, until `ended()`
-    answers (a VM run's status.json, a job's end state); that answer."""
-    printed, cmd = 0, Commands(verbose=False)
+    """Print a run's log from its bucket: as it grows, every `every` seconds, until `ended()`
+    answers (a VM run's status.json, a job's end state), or once without `follow`; the answer.
+
+    What grows is the trainer's own log. Once the run has ended, what the container printed
+    after the trainer's last line (a traceback, say) follows it, from the container's output."""
+    cmd = Commands(verbose=False)
+
+    def read(name: str) -> list[str]:
+        return (provider.read_text(f"{bucket}/outputs/{name}", options, cmd) or "").splitlines()
+
+    shown: list[str] = []
     while True:
         answer = ended()
-        text = provider.read_text(f"{bucket}/outputs/run/train.log", options, cmd) or ""
-        lines = text.splitlines()
-        for line in lines[printed:]:
+        lines = read(TRAINER_LOG)
+        for line in lines[len(shown) :]:
             print(line)
-        printed = len(lines)
+        shown = lines
         if answer:
+            for line in _after(read(CONTAINER_LOG), shown[-1] if shown else None):
+                print(line)
+            return answer
+        if not follow:
+            if not shown:
+                print(f"no log in {bucket}/outputs yet (uploaded every few minutes)")
             return answer
         time.sleep(every)
+
+
+def _after(output: list[str], last: str | None) -> list[str]:
+    """The lines of `output` after its last `last` (all of it for None; none without `last`)."""
+    if last is None:
+        return output
+    if last not in output:
+        return []
+    return output[len(output) - output[::-1].index(last) :]
 
 
 def follow_run(plan: Plan, cmd: Commands) -> dict[str, Any]:
@@ -482,24 +512,10 @@ def logs(c: Context, run: str = "", follow: bool = False) -> None:
         raise Exit("error: invoke logs needs --run ID (invoke status lists the runs)", 2)
     record = _record(run)
     provider, options = PROVIDERS[record["cloud"]], settings.load(record["cloud"], IMAGE)
-    cmd = Commands(verbose=False)
-    printed = 0
-    while True:
-        ended = _ended_state(record, provider, options, cmd)
-        for name in ("logs/train.log", "run/train.log"):  # the whole log once it has ended
-            text = provider.read_text(f"{record['bucket']}/outputs/{name}", options, cmd)
-            if text is not None:
-                lines = text.splitlines()
-                print("\n".join(lines[printed:]), end="\n" if lines[printed:] else "")
-                printed = len(lines)
-                break
-        if not follow or ended:
-            if ended:
-                print(f"[run ended: {ended}]")
-            elif not printed:
-                print(f"no log in {record['bucket']}/outputs yet (uploaded every few minutes)")
-            return
-        time.sleep(FOLLOW_SECONDS)
+    ended = functools.partial(_ended_state, record, provider, options, Commands(verbose=False))
+    state = print_log(record["bucket"], provider, options, ended, FOLLOW_SECONDS, follow)
+    if state:
+        print(f"[run ended: {state}]")
 
 
 def _ended_state(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import json
 import re
+from pathlib import Path
 
 import pytest
 from conftest import invoke_cli, project_env
@@ -111,6 +112,55 @@ def test_data_push_uploads_and_says_what_to_train_on(tmp_path) -> None:
     assert spaced.stderr.strip().startswith(hint)
     missing = invoke_cli("data.push", str(tmp_path / "nope.npz"), env=env)
     assert missing.returncode == 2 and "nope.npz: no such file or folder" in missing.stderr
+
+
+def _run_with_logs(tmp_path: Path, trainer_log: str, container_log: str | None) -> dict:
+    """A --cloud=local run's record, and its outputs in a bucket that is a folder here."""
+    run = "proj-261201-120000-lo00"
+    bucket = tmp_path / "bucket" / run
+    (bucket / "outputs" / "run").mkdir(parents=True)
+    (bucket / "outputs" / "run" / "train.log").write_text(trainer_log)
+    if container_log is not None:  # the VM uploads it, and status.json, when the run ends
+        (bucket / "outputs" / "logs").mkdir()
+        (bucket / "outputs" / "logs" / "train.log").write_text(container_log)
+        (bucket / "outputs" / "status.json").write_text('{"reason": "failed"}')
+    folder = tmp_path / "runs" / run
+    folder.mkdir(parents=True)
+    (folder / "run.json").write_text(json.dumps({"run": run, "cloud": "local",
+                                                 "bucket": str(bucket)}))  # fmt: skip
+    settings = tmp_path / "cloud.toml"
+    settings.write_text(f'[local]\nbucket = "{tmp_path / "bucket"}"\n')
+    env = project_env(CLOUD_SETTINGS=str(settings), CLOUD_RUNS=str(tmp_path / "runs"))
+    return {"run": run, "env": env}
+
+
+def test_invoke_logs_shows_the_trainers_log_then_what_the_container_printed_after_it(
+    tmp_path: Path,
+) -> None:
+    trainer = "[12:00:01][train][INFO] - epoch 1/3\n[12:00:02][train][INFO] - epoch 2/3\n"
+    container = (
+        "pip's warning before training\n" + trainer + "Traceback (most recent call last):\n"
+        "RuntimeError: CUDA error: out of memory\n"
+    )
+    run = _run_with_logs(tmp_path, trainer, container)
+    for follow in ([], ["--follow"]):
+        done = invoke_cli("logs", "--run", run["run"], *follow, env=run["env"])
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == (
+            trainer + "Traceback (most recent call last):\n"
+            "RuntimeError: CUDA error: out of memory\n[run ended: failed]\n"
+        )
+
+
+def test_invoke_logs_of_a_running_run_prints_what_was_uploaded_and_returns(tmp_path: Path) -> None:
+    run = _run_with_logs(tmp_path, "[12:00:01][train][INFO] - epoch 1/3\n", None)
+    done = invoke_cli("logs", "--run", run["run"], env=run["env"])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "[12:00:01][train][INFO] - epoch 1/3\n"
+    empty = _run_with_logs(tmp_path / "empty", "", None)
+    done = invoke_cli("logs", "--run", empty["run"], env=empty["env"])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("no log in ") and "(uploaded every few minutes)" in done.stdout
 
 
 @pytest.mark.parametrize("task", ["stop", "logs", "monitor"])

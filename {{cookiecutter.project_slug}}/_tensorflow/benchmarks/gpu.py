@@ -13,19 +13,13 @@ timed epochs (`nvidia-smi` sampled every 100 ms; "n/a" without one).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
-import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
-
-import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
@@ -33,51 +27,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # as the package sets it: be
 
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from hydra import compose, initialize_config_dir  # noqa: E402
+from gpu_common import Row, arguments, config, gpu_busy, print_table, sources  # noqa: E402
 from hydra.utils import instantiate  # noqa: E402
 
-from {{ cookiecutter.package_name }} import batches, data, fit, loop, prepare, runtime, shards, tracking  # noqa: E402
-from {{ cookiecutter.package_name }}.schema import register  # noqa: E402
+from {{ cookiecutter.package_name }} import batches, fit, loop, runtime, tracking  # noqa: E402
 from {{ cookiecutter.package_name }}.signals import GracefulStop  # noqa: E402
-
-SAMPLE = (3, 32, 32)
-SPLIT = {"val_fraction": 0.02, "test_fraction": 0.02, "split_seed": 1234}
-
-
-@contextlib.contextmanager
-def gpu_busy(on_gpu: bool) -> Iterator[list[float]]:
-    """Samples of the first GPU's utilization (%) while the block runs; none on a CPU."""
-    samples: list[float] = []
-    if not on_gpu or shutil.which("nvidia-smi") is None:
-        yield samples
-        return
-    query = [
-        "nvidia-smi",
-        "--id=0",
-        "--query-gpu=utilization.gpu",
-        "--format=csv,noheader,nounits",
-        "-lms",
-        "100",
-    ]
-    sampler = subprocess.Popen(query, stdout=subprocess.PIPE, text=True)
-    try:
-        yield samples
-    finally:
-        sampler.terminate()
-        out, _ = sampler.communicate(timeout=10)
-        samples += [float(line) for line in out.split() if line.replace(".", "", 1).isdigit()]
-
-
-def config(device: str, precision: str, compiled: bool, batch_size: int, epochs: int) -> object:
-    overrides = [
-        f"trainer={'gpu' if device == 'cuda' else 'cpu'}", f"trainer.precision={precision}",
-        f"trainer.compile={str(compiled).lower()}", f"trainer.max_epochs={epochs}",
-        "trainer.progress_bar=false", "model=cnn", f"data.batch_size={batch_size}",
-        "callbacks.early_stopping=null", "logger=jsonl",
-    ]  # fmt: skip
-    register()  # the typed schema the configs build on
-    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
-        return compose("train", overrides=overrides)
 
 
 def bare(cfg, splits, compiled: bool, epochs: int, on_gpu: bool) -> tuple[float, list[float]]:
@@ -153,69 +107,24 @@ def trainer(cfg, splits, rt, on_gpu: bool) -> tuple[float, list[float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
-    parser.add_argument("--quick", action="store_true", help="a small dataset, for a smoke test")
-    parser.add_argument("--compile", default="both", choices=["both", "no", "yes"])
-    parser.add_argument("--precision", default="bf16", choices=["bf16", "fp32"])
-    parser.add_argument("--samples", type=int, default=0, help="default 40000 (quick: 256)")
-    parser.add_argument("--batch-size", type=int, default=0, help="default 512 (quick: 64)")
-    parser.add_argument(
-        "--epochs", type=int, default=0, help="default 4 (quick: 2); the first is the warm-up"
-    )
-    args = parser.parse_args()
+    args = arguments(__doc__)
     on_gpu = args.device == "cuda"
-    if on_gpu and not tf.config.list_physical_devices("GPU"):
-        raise SystemExit(
-            "error: TensorFlow sees no GPU; --device cpu runs the same code on the CPU"
-        )
-    count = args.samples or (256 if args.quick else 40_000)
-    args.epochs = args.epochs or (2 if args.quick else 4)
-    args.batch_size = args.batch_size or (64 if args.quick else 512)
-    compiles = {"both": (False, True), "no": (False,), "yes": (True,)}[args.compile]
+    gpus = tf.config.list_physical_devices("GPU")
+    if on_gpu and not gpus:
+        raise SystemExit("error: TensorFlow sees no GPU; --device cpu runs the same code on a CPU")
     rt = runtime.start(args.device)
+    rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="gpu-bench-") as scratch:
-        rng = np.random.default_rng(0)
-        npz = Path(scratch) / "data.npz"
-        np.savez(
-            npz, x=rng.random((count, *SAMPLE), dtype=np.float32), y=rng.integers(0, 10, count)
-        )
-        prepare.prepare(str(npz), f"{scratch}/shards", shard_mb=16, **SPLIT)
-        sources = {
-            "in memory": data.load_splits(str(npz), *SPLIT.values()),
-            "streamed": shards.load_splits(f"{scratch}/shards", 4, 4, f"{scratch}/cache", 10),
-        }
-        rows = []
-        for source, splits in sources.items():
-            for compiled in compiles:
-                cfg = config(args.device, args.precision, compiled, args.batch_size, args.epochs)
+        for source, splits in sources(scratch, args.samples).items():
+            for compiled in args.compiles:
+                cfg = config(args, compiled)
                 base_s, base_busy = bare(cfg, splits, compiled, args.epochs, on_gpu)
                 ours_s, ours_busy = trainer(cfg, splits, rt, on_gpu)
                 n = len(splits.train)
                 rows.append((source, compiled, n / base_s, n / ours_s, base_busy, ours_busy))
-    gpus = tf.config.list_physical_devices("GPU")
-    name = (
-        tf.config.experimental.get_device_details(gpus[0]).get("device_name", "GPU")
-        if on_gpu
-        else "CPU"
-    )
-    print(
-        f"\n{name}, TensorFlow {tf.__version__}, {args.precision}, CNN, batch {args.batch_size}, "
-        f"{count} samples of {'x'.join(map(str, SAMPLE))}; medians of epochs 2-{args.epochs}"
-    )
-    print(
-        f"{'data':<10} {'XLA':<8} {'bare samples/s':>15} {'Trainer samples/s':>18} "
-        f"{'Trainer/bare':>13} {'GPU busy bare':>14} {'GPU busy Trainer':>17}"
-    )
-
-    def share(samples: list[float]) -> str:
-        return f"{statistics.mean(samples):.0f}%" if samples else "n/a"
-
-    for source, compiled, base, ours, base_busy, ours_busy in rows:
-        print(
-            f"{source:<10} {'yes' if compiled else 'no':<8} {base:>15.0f} {ours:>18.0f} "
-            f"{ours / base:>13.3f} {share(base_busy):>14} {share(ours_busy):>17}"
-        )
+    details = tf.config.experimental.get_device_details(gpus[0]) if on_gpu else {}
+    name = details.get("device_name", "GPU") if on_gpu else "CPU"
+    print_table(f"{name}, TensorFlow {tf.__version__}", "XLA", args, rows)
 
 
 if __name__ == "__main__":

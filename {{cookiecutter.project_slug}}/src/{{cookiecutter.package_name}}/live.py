@@ -56,7 +56,8 @@ class LiveMetrics(NoLiveMetrics):
     """The numbers behind /metrics, kept as plain Python values until a scrape reads them."""
 
     def __init__(self, run: str, rank: int, checkpoint_interval_s: float | None = None) -> None:
-        self.labels = {"run": run, "rank": str(rank)}
+        self.rank = rank
+        self.labels = {"run": run, "rank": str(rank)}  # on every series
         self.checkpoint_interval_s = checkpoint_interval_s
         self.started = time.time()
         self.steps = 0
@@ -237,7 +238,7 @@ class Exporter(LiveMetrics):
         from . import gpu_metrics
 
         super().__init__(run_dir.name, rank, checkpoint_interval_s)
-        self.settings, self.job, self.rank = settings, job, rank
+        self.settings, self.job = settings, job
         self.registry = CollectorRegistry()
         self.registry.register(_Collector(self))
         ProcessCollector(registry=self.registry)  # this process's CPU seconds and memory

@@ -1,5 +1,5 @@
 """benchmarks/gpu.py, the GPU throughput table, runs as it will on a GPU machine: here on the
-CPU, small, in fp32 and without XLA (on a CPU both take minutes)."""
+CPU, small, in fp32 and without {{ "XLA" if cookiecutter.framework == "tensorflow" else "torch.compile" }} (on a CPU both take minutes)."""
 
 from __future__ import annotations
 

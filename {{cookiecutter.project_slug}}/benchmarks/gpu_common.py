@@ -1,0 +1,114 @@
+"""The half of benchmarks/gpu.py that does not depend on the framework: its flags, its data
+(random images, in memory and as streamed shards), its configs, the GPU's busy share and the
+table. `python benchmarks/gpu.py` puts this folder on the import path."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import shutil
+import statistics
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from hydra import compose, initialize_config_dir
+
+from {{ cookiecutter.package_name }} import data, prepare, shards
+from {{ cookiecutter.package_name }}.schema import register
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = (3, 32, 32)
+SPLIT = {"val_fraction": 0.02, "test_fraction": 0.02, "split_seed": 1234}
+# (data source, compiled, bare samples/s, Trainer samples/s, bare busy %, Trainer busy %)
+Row = tuple[str, bool, float, float, list[float], list[float]]
+
+
+def arguments(doc: str) -> argparse.Namespace:
+    """The flags, with the sizes that depend on --quick filled in; `compiles` the variants."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    parser.add_argument("--quick", action="store_true", help="a small dataset, for a smoke test")
+    parser.add_argument("--compile", default="both", choices=["both", "no", "yes"])
+    parser.add_argument("--precision", default="bf16", choices=["bf16", "fp32"])
+    parser.add_argument("--samples", type=int, default=0, help="default 40000 (quick: 256)")
+    parser.add_argument("--batch-size", type=int, default=0, help="default 512 (quick: 64)")
+    parser.add_argument(
+        "--epochs", type=int, default=0, help="default 4 (quick: 2); the first is the warm-up"
+    )
+    args = parser.parse_args()
+    args.samples = args.samples or (256 if args.quick else 40_000)
+    args.epochs = args.epochs or (2 if args.quick else 4)
+    args.batch_size = args.batch_size or (64 if args.quick else 512)
+    args.compiles = {"both": (False, True), "no": (False,), "yes": (True,)}[args.compile]
+    return args
+
+
+def sources(scratch: str, count: int) -> dict[str, Any]:
+    """The same random images twice: loaded into memory, and prepared as shards and streamed."""
+    rng = np.random.default_rng(0)
+    npz = Path(scratch) / "data.npz"
+    np.savez(npz, x=rng.random((count, *SAMPLE), dtype=np.float32), y=rng.integers(0, 10, count))
+    prepare.prepare(str(npz), f"{scratch}/shards", shard_mb=16, **SPLIT)
+    return {
+        "in memory": data.load_splits(str(npz), *SPLIT.values()),
+        "streamed": shards.load_splits(f"{scratch}/shards", 4, 4, f"{scratch}/cache", 10),
+    }
+
+
+def config(args: argparse.Namespace, compiled: bool) -> Any:
+    """The run's config, composed as `python -m {{ cookiecutter.package_name }}.train` composes it."""
+    overrides = [
+        f"trainer={'gpu' if args.device == 'cuda' else 'cpu'}",
+        f"trainer.precision={args.precision}", f"trainer.compile={str(compiled).lower()}",
+        f"trainer.max_epochs={args.epochs}",
+        "trainer.progress_bar=false", "model=cnn", f"data.batch_size={args.batch_size}",
+        "callbacks.early_stopping=null", "logger=jsonl",
+    ]  # fmt: skip
+    register()  # the typed schema the configs build on
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
+        return compose("train", overrides=overrides)
+
+
+@contextlib.contextmanager
+def gpu_busy(on_gpu: bool, index: int = 0) -> Iterator[list[float]]:
+    """Samples of GPU `index`'s utilization (%) while the block runs; none on a CPU."""
+    samples: list[float] = []
+    if not on_gpu or shutil.which("nvidia-smi") is None:
+        yield samples
+        return
+    query = [
+        "nvidia-smi", f"--id={index}", "--query-gpu=utilization.gpu",
+        "--format=csv,noheader,nounits", "-lms", "100",
+    ]  # fmt: skip
+    sampler = subprocess.Popen(query, stdout=subprocess.PIPE, text=True)
+    try:
+        yield samples
+    finally:
+        sampler.terminate()
+        out, _ = sampler.communicate(timeout=10)
+        samples += [float(line) for line in out.split() if line.replace(".", "", 1).isdigit()]
+
+
+def print_table(title: str, compiler: str, args: argparse.Namespace, rows: list[Row]) -> None:
+    """The table: one row per data source and compile setting, the Trainer beside the bare loop."""
+    shape = "x".join(map(str, SAMPLE))
+    print(
+        f"\n{title}, {args.precision}, CNN, batch {args.batch_size}, {args.samples} samples of "
+        f"{shape}; medians of epochs 2-{args.epochs}"
+    )
+    print(
+        f"{'data':<10} {compiler:<8} {'bare samples/s':>15} {'Trainer samples/s':>18} "
+        f"{'Trainer/bare':>13} {'GPU busy bare':>14} {'GPU busy Trainer':>17}"
+    )
+
+    def share(samples: list[float]) -> str:
+        return f"{statistics.mean(samples):.0f}%" if samples else "n/a"
+
+    for source, compiled, base, ours, base_busy, ours_busy in rows:
+        print(
+            f"{source:<10} {'yes' if compiled else 'no':<8} {base:>15.0f} {ours:>18.0f} "
+            f"{ours / base:>13.3f} {share(base_busy):>14} {share(ours_busy):>17}"
+        )
