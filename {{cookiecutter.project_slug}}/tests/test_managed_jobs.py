@@ -1,9 +1,10 @@
 """Several nodes on the clouds' training services: `invoke train --backend=managed|skypilot` as a
 user types it, against what runs here. SageMaker on moto_server (the job it keeps, field by
 field); Vertex AI through the real gcloud and a loopback stand-in, the request checked by
-google-cloud-aiplatform's own types; Azure ML's job YAML loaded by azure-ai-ml and the real az
-asked to send it; SkyPilot's task parsed by SkyPilot. None of them proves that the service
-schedules the job: only that it would be asked for exactly this."""
+google-cloud-aiplatform's own types; Azure ML's job YAML loaded by azure-ai-ml, the real az
+asked to send it, and a stand-in `az ml` that preempts a spot job so that it is resubmitted;
+SkyPilot's task parsed by SkyPilot. None of them proves that the service schedules the job: only
+that it would be asked for exactly this."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -347,6 +349,70 @@ def test_az_without_its_ml_extension_says_how_to_add_it(tmp_path: Path) -> None:
     listed = invoke_cli("status", "--run", record.parent.name, env=env, timeout=600)
     assert listed.returncode == 0, listed.stderr
     assert "not submitted" in listed.stdout
+
+
+# `az ml` as Azure ML would answer a spot job whose node was taken back, then its resubmission:
+# the ml extension cannot be installed offline, and Azure ML has no emulator (engines.md C3).
+AZ_ML_STAND_IN = """#!PYTHON
+import json, sys
+from pathlib import Path
+
+here = Path(__file__).parent
+args = sys.argv[1:]
+jobs = json.loads((here / "jobs.json").read_text()) if (here / "jobs.json").exists() else []
+if args[:3] == ["ml", "job", "create"]:
+    jobs.append(Path(args[args.index("--file") + 1]).read_text())
+    (here / "jobs.json").write_text(json.dumps(jobs))
+    print(json.dumps(dict(name="job-" + str(len(jobs)))))
+elif args[:3] == ["ml", "job", "show"]:
+    first = args[args.index("--name") + 1] == "job-1"
+    preempted = dict(status="Failed", error=dict(message="MESSAGE"))
+    print(json.dumps(preempted if first else dict(status="Completed")))
+elif args[:3] == ["ml", "datastore", "show"]:
+    print("{}")
+else:
+    sys.exit(1)  # a blob that is not there (yet)
+"""
+PREEMPTED = "PreemptionError: the job's low priority node was preempted"
+
+
+@pytest.mark.parametrize("retries", [1, 0])
+def test_a_preempted_azure_ml_spot_job_is_resubmitted_into_the_same_run_folder(
+    tmp_path: Path, retries: int
+) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stand_in = bin_dir / "az"
+    script = AZ_ML_STAND_IN.replace("PYTHON", sys.executable).replace("MESSAGE", PREEMPTED)
+    stand_in.write_text(script)
+    stand_in.chmod(0o755)
+    settings = tmp_path / "cloud.toml"
+    settings.write_text('[azure]\nresource_group = "ml"\nworkspace = "ws"\n'
+                        'storage_account = "projectruns"\nbucket = "az://runs"\n')  # fmt: skip
+    env = project_env(CLOUD_SETTINGS=str(settings), CLOUD_RUNS=str(tmp_path / "runs"),
+                      PATH=f"{bin_dir}:{os.environ['PATH']}")  # fmt: skip
+    done = invoke_cli(
+        "train", "--cloud=azure", "--backend=managed", "--nodes=2", "--gpu=t4", "--spot",
+        "--yes", f"--retries={retries}", f"--image=reg/x@{DIGEST}", env=env,
+    )  # fmt: skip
+    (record_file,) = (tmp_path / "runs").glob("*/run.json")
+    run_id, record = record_file.parent.name, json.loads(record_file.read_text())
+    assert f"job-1: {PREEMPTED}" in done.stderr
+    sent = json.loads((bin_dir / "jobs.json").read_text())
+    if not retries:
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert done.stderr.strip().splitlines()[-1] == f"run {run_id} preempted"
+        assert len(sent) == 1 and record["status"] == {"reason": "preempted"}
+        return
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"preempted: resubmitting {run_id} (retry 1 of 1)" in done.stdout
+    assert f"run {run_id} finished" in done.stdout
+    assert len(sent) == 2 and record["job"] == "job-2"
+    assert record["status"] == {"reason": "finished"}
+    # The same run folder both times: the second job resumes from the first one's checkpoint.
+    folders = [line for job in sent for line in job.splitlines() if "azureml://datastores/" in line]
+    assert len(folders) == 2 and folders[0] == folders[1]
+    assert folders[0].strip().endswith(f"/{run_id}/outputs/run")
 
 
 @sdks.needed
