@@ -68,6 +68,11 @@ def all_workflows(generated_repos: list[Path]) -> list[Path]:
 
 def test_template_has_workflows() -> None:
     assert [path.name for path in TEMPLATE_WORKFLOWS] == ["ci.yml", "images.yml"]
+    # GitHub's CI is this CI: .ci/run, with what it installs, not a bare `invoke test`.
+    steps = yaml.safe_load(TEMPLATE_WORKFLOWS[0].read_text())["jobs"]["test"]["steps"]
+    assert [step["run"] for step in steps if "ci/run" in step.get("run", "")] == [
+        'sudo env "PATH=$PATH" CI=true bash .ci/run'
+    ]
 
 
 def test_actionlint(generated_repos: list[Path]) -> None:

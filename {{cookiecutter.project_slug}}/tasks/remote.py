@@ -279,7 +279,7 @@ def print_log(
 
 
 def _after(output: list[str], last: str | None) -> list[str]:
-    """The lines of `output` after its last `last` (all of it for None; none without `last`)."""
+    """The lines of `output` after its last `last`: all of them for None, none if it is absent."""
     if last is None:
         return output
     if last not in output:
