@@ -60,7 +60,7 @@ def hand_pipeline(splits, batch_size: int, epochs: int, seed: int) -> tuple:
 
 def project_pipeline(package: str, splits, batch_size: int, epochs: int, seed: int) -> tuple:
     """The project's resumable pipeline, to tell loop overhead from input-pipeline speed."""
-    batches = importlib.import_module(f"{package}.batches")
+    batches = importlib.import_module(f"{package}.data.batches")
     return (
         batches.train_dataset(splits.train, batch_size, seed, range(epochs)),
         batches.eval_dataset(splits.val, batch_size),
@@ -103,9 +103,9 @@ def bare_loop(model, pipeline: tuple, steps_per_epoch: int, epochs: int) -> int:
 def project_loop(project: Path, package: str, model, splits, batch_size: int, epochs: int) -> int:
     """The project's Trainer with its default settings (clipping off, like the bare loop;
     checkpoints, metrics and signal checks on)."""
-    runtime = importlib.import_module(f"{package}.runtime")
-    schedules = importlib.import_module(f"{package}.schedules")
-    signals = importlib.import_module(f"{package}.signals")
+    runtime = importlib.import_module(f"{package}.training.runtime")
+    schedules = importlib.import_module(f"{package}.training.schedules")
+    signals = importlib.import_module(f"{package}.training.signals")
     import keras
     import tensorflow as tf
 
@@ -162,7 +162,7 @@ def main() -> None:
     tf.config.threading.set_inter_op_parallelism_threads(1)
     project = args.project.resolve()
     package = load_project(project)
-    data = importlib.import_module(f"{package}.data")
+    data = importlib.import_module(f"{package}.data.sources")
     splits = data.load_splits("builtin:digits", 0.15, 0.15, 1234)
     models = {
         "mlp": importlib.import_module(f"{package}.models.mlp").MLP,

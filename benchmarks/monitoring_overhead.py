@@ -41,14 +41,14 @@ def one_fit(
 ) -> tuple[int, float, float]:
     """Train once; (optimizer steps, wall seconds, CPU seconds). With `port`, a scraper reads
     /metrics every second throughout."""
-    fit = importlib.import_module(f"{package}.fit")
-    live = importlib.import_module(f"{package}.live")
-    loop = importlib.import_module(f"{package}.loop")
-    signals = importlib.import_module(f"{package}.signals")
-    tracking = importlib.import_module(f"{package}.tracking")
+    fit = importlib.import_module(f"{package}.training.fit")
+    exporter = importlib.import_module(f"{package}.tracking.exporter")
+    loop = importlib.import_module(f"{package}.training.loop")
+    signals = importlib.import_module(f"{package}.training.signals")
+    tracking = importlib.import_module(f"{package}.tracking.trackers")
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp)
-        metrics = live.start(cfg.monitoring, run_dir, 0, 0, job="bench")
+        metrics = exporter.start(cfg.monitoring, run_dir, 0, 0, job="bench")
         tracker = tracking.start(run_dir, {}, {}, enabled=True, live=metrics)
         trainer = loop.Trainer(fit.parts(cfg, splits, {}), rt, tracker, run_dir / "checkpoints")
         done = threading.Event()
@@ -74,9 +74,9 @@ def _scrape(port: int, done: threading.Event) -> None:
 
 def part_costs(package: str, cfg: Any) -> tuple[float, float]:
     """Seconds per `batch()` call and per scrape, timed on their own."""
-    live = importlib.import_module(f"{package}.live")
+    exporter = importlib.import_module(f"{package}.tracking.exporter")
     with tempfile.TemporaryDirectory() as tmp:
-        metrics = live.start(cfg.monitoring, Path(tmp) / "run", 0, 0, job="bench")
+        metrics = exporter.start(cfg.monitoring, Path(tmp) / "run", 0, 0, job="bench")
         metrics.observe({"train/loss": 0.5, "train/lr": 1e-3, "val/loss": 0.4, "epoch": 3})
         calls = 1_000_000
         per_batch = timeit.timeit(lambda: metrics.batch(64, True), number=calls) / calls
@@ -96,7 +96,7 @@ def main() -> None:
     args = parser.parse_args()
     project = args.project.resolve()
     package = load_project(project)
-    schema = importlib.import_module(f"{package}.schema")
+    schema = importlib.import_module(f"{package}.config.schema")
     schema.register()
     common = [
         "logger=jsonl", f"trainer.max_epochs={args.epochs}", "trainer.device=cpu",
@@ -107,8 +107,8 @@ def main() -> None:
         "monitoring=none": compose(project, *common, "monitoring=none"),
         "monitoring=prometheus": compose(project, *common, "monitoring=prometheus"),
     }
-    data = importlib.import_module(f"{package}.data")
-    runtime = importlib.import_module(f"{package}.runtime")
+    data = importlib.import_module(f"{package}.data.sources")
+    runtime = importlib.import_module(f"{package}.training.runtime")
     splits = data.load(configs["monitoring=none"].data)
     rt = runtime.start("cpu")
     wall: dict[str, list[float]] = {name: [] for name in configs}

@@ -26,7 +26,7 @@ def trainer_settings(project: Path, package: str, epochs: int) -> tuple[Any, Any
     either (clipping, early stopping, the progress bar), as the typed config objects."""
     from omegaconf import OmegaConf
 
-    schema = importlib.import_module(f"{package}.schema")
+    schema = importlib.import_module(f"{package}.config.schema")
     configs = project / "configs"
     settings = OmegaConf.merge(
         OmegaConf.structured(schema.TrainerConfig),
@@ -45,7 +45,7 @@ def data_settings(project: Path, package: str, **values: Any) -> Any:
     """configs/data/_defaults.yaml as the typed config object, with `values` set."""
     from omegaconf import OmegaConf
 
-    schema = importlib.import_module(f"{package}.schema")
+    schema = importlib.import_module(f"{package}.config.schema")
     merged = OmegaConf.merge(
         OmegaConf.structured(schema.DataConfig),
         OmegaConf.load(project / "configs" / "data" / "_defaults.yaml"),
@@ -66,9 +66,9 @@ def project_trainer(
 ) -> tuple[Any, Any]:
     """The project's Trainer and its tracker, from `parts` (make_model, make_optimizer,
     make_scheduler) and the project's own settings, as fit.py builds it."""
-    contract = importlib.import_module(f"{package}.contract")
-    loop = importlib.import_module(f"{package}.loop")
-    tracking = importlib.import_module(f"{package}.tracking")
+    contract = importlib.import_module(f"{package}.training.contract")
+    loop = importlib.import_module(f"{package}.training.loop")
+    tracking = importlib.import_module(f"{package}.tracking.trackers")
     settings, callbacks = trainer_settings(project, package, epochs)
     trainer_parts = contract.TrainerParts(
         **parts,

@@ -44,7 +44,7 @@ def make_dataset(
     folder: Path, megabytes: float, package: str, shard_mb: float
 ) -> tuple[Path, Path]:
     """A .npz of `megabytes` of random samples, and its shards; returns both paths."""
-    prepare = importlib.import_module(f"{package}.prepare")
+    prepare = importlib.import_module(f"{package}.data.shards.writer")
     count = int(megabytes * 1e6 // (4 * np.prod(SAMPLE)))
     rng = np.random.default_rng(0)
     x = rng.random((count, *SAMPLE), dtype=np.float32)
@@ -150,7 +150,7 @@ def epoch_rate(
     batch when `train`."""
     import torch
 
-    batches = importlib.import_module(f"{package}.batches")
+    batches = importlib.import_module(f"{package}.data.batches")
     mlp = importlib.import_module(f"{package}.models.mlp")
     torch.manual_seed(0)
     model = mlp.MLP(SAMPLE, 10)
@@ -171,9 +171,9 @@ def epoch_rate(
 
 
 def throughput_table(package: str, folder: Path, npz: Path, shards: Path, shard_mb: float) -> None:
-    data = importlib.import_module(f"{package}.data")
-    streaming = importlib.import_module(f"{package}.shards")
-    prepare = importlib.import_module(f"{package}.prepare")
+    data = importlib.import_module(f"{package}.data.sources")
+    streaming = importlib.import_module(f"{package}.data.shards.stream")
+    prepare = importlib.import_module(f"{package}.data.shards.writer")
     in_memory = data.load_splits(str(npz), *SPLIT.values()).train
     sources: dict[str, object] = {
         "in memory": in_memory,

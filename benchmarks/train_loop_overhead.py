@@ -48,7 +48,7 @@ def torch_loaders(splits, batch_size: int, seed: int) -> tuple:
 
 def project_loaders(package: str, splits, batch_size: int, seed: int) -> tuple:
     """The project's whole-batch loaders, to tell loop overhead from data-loading speed."""
-    make_loader = importlib.import_module(f"{package}.batches").make_loader
+    make_loader = importlib.import_module(f"{package}.data.batches").make_loader
     return (
         make_loader(splits.train, batch_size, shuffle=True, seed=seed),
         make_loader(splits.val, batch_size, shuffle=False),
@@ -86,9 +86,9 @@ def project_loop(
     loop; checkpoints, logging and signal checks on)."""
     import torch
 
-    runtime = importlib.import_module(f"{package}.runtime")
-    schedules = importlib.import_module(f"{package}.schedules")
-    signals = importlib.import_module(f"{package}.signals")
+    runtime = importlib.import_module(f"{package}.training.runtime")
+    schedules = importlib.import_module(f"{package}.training.schedules")
+    signals = importlib.import_module(f"{package}.training.signals")
     parts = {
         "make_model": lambda: model,
         "make_optimizer": lambda params: torch.optim.AdamW(params, lr=0.003),
@@ -132,7 +132,7 @@ def main() -> None:
     torch.set_num_threads(1)  # steadier figures; both loops get the same
     project = args.project.resolve()
     package = load_project(project)
-    data = importlib.import_module(f"{package}.data")
+    data = importlib.import_module(f"{package}.data.sources")
     splits = data.load_splits("builtin:digits", 0.15, 0.15, 1234)
     models = {
         "mlp": importlib.import_module(f"{package}.models.mlp").MLP,

@@ -261,6 +261,36 @@ def test_ruff_passes_with_the_projects_config(project: Path) -> None:
     assert form.returncode == 0, form.stdout + form.stderr
 
 
+# A module past this is usually two (STYLE.md); tests may be longer.
+MAX_MODULE_LINES = 300
+
+
+def long_modules(root: Path, python: list[Path]) -> dict[str, int]:
+    """The modules of `python` (tests aside) longer than MAX_MODULE_LINES: name -> lines."""
+    lengths = {
+        path.relative_to(root).as_posix(): len(path.read_text(encoding="utf-8").splitlines())
+        for path in python
+        if "tests" not in path.relative_to(root).parts
+    }
+    return {name: lines for name, lines in lengths.items() if lines > MAX_MODULE_LINES}
+
+
+def test_no_module_of_a_project_is_over_300_lines(project: Path) -> None:
+    python = sorted(project.rglob("*.py"))
+    assert len(python) > 60
+    assert long_modules(project, python) == {}
+
+
+def test_no_module_of_the_template_is_over_300_lines() -> None:
+    ours = [TEMPLATE_DIR / "tasks.py"] + [
+        path
+        for folder in ("template_tools", "hooks", "benchmarks", "images")
+        for path in sorted((TEMPLATE_DIR / folder).rglob("*.py"))
+    ]
+    assert len(ours) > 20
+    assert long_modules(TEMPLATE_DIR, ours) == {}
+
+
 def test_tasks_import_no_heavy_modules(project: Path) -> None:
     code = f"import sys, tasks; print(sorted(set({sorted(HEAVY_IMPORTS)}) & set(sys.modules)))"
     done = run(project, sys.executable, "-c", code)

@@ -12,6 +12,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -163,20 +164,54 @@ def test_the_project_imports_its_own_code(fresh_project: Path, project_python: P
 # differ with the tracking choice (the logger group, the default config, the tasks and their
 # lint), not slow. The rest is the same code as the SUPERSET variant's, which runs it all.
 SUBSET = ["tests/test_train.py", "tests/test_configs.py", "tests/test_tasks.py",
-          "tests/test_contract.py", "-m", "not slow"]  # fmt: skip
+          "tests/test_contract.py", "-m", "not slow and not needs"]  # fmt: skip
+# The tools a project's tests may need beyond Python (its tests/helpers/needs.py): left off the
+# PATH of its first tier, which must pass with nothing but the project's venv.
+TOOLS = {"aws", "moto_server", "gcloud", "gsutil", "bq", "az", "prometheus", "promtool",
+         "prometheus-pushgateway", "prometheus-node-exporter", "docker", "dockerd",
+         "session-manager-plugin", "sky"}  # fmt: skip
+TOOL_VARIABLES = ("AZ_CLI", "CLOUD_SDK_PYTHON")
 
 
-def suite_selection(variant: Variant) -> list[str]:
-    """pytest arguments: the whole suite for the variant with every dependency (SUPERSET); for
-    the others, SUBSET: the rest would only repeat minutes of the same CPU training."""
+@dataclass(frozen=True)
+class Suite:
+    """One run of a project's own tests: the command (its own `invoke test` as a user types it,
+    or pytest on a selection) and whether it runs with nothing but Python."""
+
+    name: str
+    args: list[str]
+    bare: bool = False
+
+
+def suites(variant: Variant) -> list[Suite]:
+    """The SUPERSET variant of a framework runs its whole suite as two tiers, side by side:
+    `invoke test` with nothing but Python on the PATH, and the second tier (`invoke test --all`
+    less the first) with every tool; the others SUBSET."""
     if all(variant.extra_context.get(key) == value for key, value in SUPERSET.items()):
-        return []
-    return SUBSET
+        return [
+            Suite("first-tier", ["-m", "invoke", "test", "--", "-p", "no:cacheprovider"], True),
+            Suite("second-tier", ["-m", "pytest", "-p", "no:cacheprovider", "-m", "slow or needs"]),
+        ]
+    return [Suite("subset", ["-m", "pytest", "-p", "no:cacheprovider", *SUBSET])]
+
+
+def bare_path(folder: Path) -> str:
+    """A PATH of one folder linking every program of this PATH but TOOLS."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for directory in os.environ.get("PATH", "").split(os.pathsep):
+        if not os.path.isdir(directory):
+            continue
+        for entry in os.scandir(directory):
+            link = folder / entry.name
+            if entry.name in TOOLS or link.exists() or not os.access(entry.path, os.X_OK):
+                continue
+            link.symlink_to(entry.path)
+    return str(folder)
 
 
 @dataclass
 class SuiteRun:
-    """One variant's own suite, running in the background; its output goes to `log`."""
+    """One suite of a variant, running in the background; its output goes to `log`."""
 
     project: Path
     process: subprocess.Popen[bytes]
@@ -192,30 +227,40 @@ class SuiteRun:
         return code, self.log.read_text(encoding="utf-8", errors="replace")
 
 
+def start_suite(suite: Suite, project: Path, python: Path) -> SuiteRun:
+    env = project_env(project)
+    if suite.bare:
+        env = {key: value for key, value in env.items() if key not in TOOL_VARIABLES}
+        env["PATH"] = f"{python.parent}{os.pathsep}{bare_path(project.parent / 'bare-bin')}"
+    log = project.parent / f"{suite.name}.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [str(python), *suite.args], cwd=project, env=env, stdout=out, stderr=subprocess.STDOUT
+        )
+    return SuiteRun(project, process, log)
+
+
 @pytest.fixture(scope="session")
 def suite_runs(
     tmp_path_factory: pytest.TempPathFactory, venvs: dict[str, Path]
-) -> Iterator[dict[str, SuiteRun]]:
-    """Every variant's suite, started together on first use. Each spends most of its time in
+) -> Iterator[dict[str, list[SuiteRun]]]:
+    """Every variant's suites, started together on first use. Each spends most of its time in
     one process (imports, small models on one core), so side by side they take little longer
     than the slowest alone, where one after another they took the sum (17 minutes)."""
-    started: dict[str, SuiteRun] = {}
+    started: dict[str, list[SuiteRun]] = {}
     for variant in distinct_variants():
         framework = variant.extra_context["framework"]
         if framework not in venvs:
             venvs[framework] = shared_venv(framework, tmp_path_factory.mktemp("venv-source"))
     for variant in distinct_variants():
-        project = bake(TEMPLATE_DIR, tmp_path_factory.mktemp(variant.id), variant.extra_context)
-        log = project.parent / "suite.log"
-        command = [str(venvs[variant.extra_context["framework"]]), "-m", "pytest"]
-        command += ["-p", "no:cacheprovider", *suite_selection(variant)]
-        with log.open("wb") as out:
-            process = subprocess.Popen(
-                command, cwd=project, env=project_env(project), stdout=out, stderr=subprocess.STDOUT
-            )
-        started[variant.id] = SuiteRun(project, process, log)
+        python = venvs[variant.extra_context["framework"]]
+        started[variant.id] = []
+        for suite in suites(variant):  # each in a project of its own: they write outputs
+            folder = tmp_path_factory.mktemp(f"{variant.id}-{suite.name}")
+            project = bake(TEMPLATE_DIR, folder, variant.extra_context)
+            started[variant.id].append(start_suite(suite, project, python))
     yield started
-    for run in started.values():  # a session stopped early leaves no suite behind
+    for run in (run for runs in started.values() for run in runs):  # none left behind
         if run.process.poll() is None:
             run.process.kill()
             run.process.wait()
@@ -223,14 +268,36 @@ def suite_runs(
 
 @pytest.mark.timeout(SUITE_TIMEOUT + 60)
 def test_the_projects_own_tests_pass(
-    fresh_variant: Variant, suite_runs: dict[str, SuiteRun]
+    fresh_variant: Variant, suite_runs: dict[str, list[SuiteRun]]
 ) -> None:
-    code, output = suite_runs[fresh_variant.id].result(SUITE_TIMEOUT)
-    assert code != PYTEST_NO_TESTS, f"the project collected no tests:\n{output}"
-    assert code == 0, output[-8000:]
-    if os.environ.get("CI"):  # in CI nothing is skipped but what needs a GPU this machine lacks
-        skipped = [line for line in output.splitlines() if line.startswith("SKIPPED")]
-        assert [line for line in skipped if ": needs " not in line or "CUDA GPU" not in line] == []
+    for run in suite_runs[fresh_variant.id]:
+        code, output = run.result(SUITE_TIMEOUT)
+        assert code != PYTEST_NO_TESTS, f"{run.log.name}: the project collected no tests:\n{output}"
+        assert code == 0, f"{run.log.name}:\n{output[-8000:]}"
+        if os.environ.get("CI"):  # in CI nothing is skipped but what needs a GPU this machine lacks
+            skipped = [line for line in output.splitlines() if line.startswith("SKIPPED")]
+            assert [line for line in skipped if "CUDA GPU" not in line] == [], run.log.name
+
+
+def summary_counts(output: str) -> dict[str, int]:
+    """pytest's last line, `240 passed, 5 skipped, 80 deselected in 181.36s`, as counts."""
+    last = [line for line in output.splitlines() if re.search(r" in [\d.]+s", line)][-1]
+    return {word: int(count) for count, word in re.findall(r"(\d+) ([a-z]+)", last)}
+
+
+def test_the_first_tier_is_what_invoke_test_runs_and_the_rest_is_the_second(
+    suite_runs: dict[str, list[SuiteRun]],
+) -> None:
+    """Every test of a project runs in one of its two tiers: none lost between them."""
+    tiered = [runs for runs in suite_runs.values() if len(runs) == 2]
+    assert len(tiered) == 2  # one per framework
+    for runs in tiered:
+        first, second = (run.result(SUITE_TIMEOUT)[1] for run in runs)
+        assert "the slow tests and those that need tools beyond Python" in first
+        counts = [summary_counts(first), summary_counts(second)]
+        ran = [c.get("passed", 0) + c.get("skipped", 0) for c in counts]
+        assert ran[0] > 100 and ran[1] > 50, counts
+        assert counts[0]["deselected"] == ran[1], counts  # the second: what the first left out
 
 
 def test_invoke_lint_passes(fresh_project: Path, project_python: Path) -> None:

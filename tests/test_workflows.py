@@ -176,8 +176,8 @@ def test_generated_ci_gives_the_cloud_tests_what_they_skip_without(
     for repo in generated_repos:
         steps = yaml.safe_load((repo / GENERATED_WORKFLOWS / "ci.yml").read_text())["jobs"]["test"]
         runs = [step.get("run", "") for step in steps["steps"]]
-        test = next(step for step in steps["steps"] if step.get("run") == "invoke test")
-        installs = "\n".join(runs[: runs.index("invoke test")])
+        test = next(step for step in steps["steps"] if step.get("run") == "invoke test --all")
+        installs = "\n".join(runs[: runs.index("invoke test --all")])
         assert '"moto[server]"' in installs and "prometheus-pushgateway" in installs
         sdk_python = test["env"]["CLOUD_SDK_PYTHON"]
         venv = sdk_python.removesuffix("/bin/python").replace("${{ runner.temp }}", "$RUNNER_TEMP")

@@ -16,8 +16,10 @@ from typing import Any
 import numpy as np
 from hydra import compose, initialize_config_dir
 
-from {{ cookiecutter.package_name }} import data, prepare, shards
-from {{ cookiecutter.package_name }}.schema import register
+from {{ cookiecutter.package_name }}.config.schema import register
+from {{ cookiecutter.package_name }}.data.shards import stream
+from {{ cookiecutter.package_name }}.data.shards.writer import prepare
+from {{ cookiecutter.package_name }}.data.sources import load_splits
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = (3, 32, 32)
@@ -51,10 +53,10 @@ def sources(scratch: str, count: int) -> dict[str, Any]:
     rng = np.random.default_rng(0)
     npz = Path(scratch) / "data.npz"
     np.savez(npz, x=rng.random((count, *SAMPLE), dtype=np.float32), y=rng.integers(0, 10, count))
-    prepare.prepare(str(npz), f"{scratch}/shards", shard_mb=16, **SPLIT)
+    prepare(str(npz), f"{scratch}/shards", shard_mb=16, **SPLIT)
     return {
-        "in memory": data.load_splits(str(npz), *SPLIT.values()),
-        "streamed": shards.load_splits(f"{scratch}/shards", 4, 4, f"{scratch}/cache", 10),
+        "in memory": load_splits(str(npz), *SPLIT.values()),
+        "streamed": stream.load_splits(f"{scratch}/shards", 4, 4, f"{scratch}/cache", 10),
     }
 
 

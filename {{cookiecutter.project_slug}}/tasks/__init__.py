@@ -6,9 +6,13 @@ happen in the processes they start.
 
     run.py      setup, train (here, or --cloud=...), evaluate, crossval, sweep
     dev.py      test, lint, format
-    image.py    the training image: image.build, .push, .run, .shell, .lock
-    remote.py   cloud runs: cloud.status, .logs, .stop, .gpus (cloud/ does the work)
-    managed.py  jobs of the clouds' training services, for remote.py (--backend=managed|skypilot)
+    image.py    the training image: image.build, .push (to a cloud's registry too), .run, .shell,
+                .lock
+    remote_plan.py remote_run.py
+                invoke train --cloud=...: the plan, its price and the question; the VM or job
+                started and followed (cloud/ does the work)
+    remote.py   the cloud runs: cloud.status, .logs, .stop, .gpus
+    managed.py  jobs of the clouds' training services (--backend=managed|skypilot)
     data.py     datasets: shards for data=shards (data.prepare), to the bucket (data.push)
     monitor.py  Prometheus, a Pushgateway and node_exporter for the runs here, and a cloud run's
                 metrics through its tunnel (invoke monitor [--run ID])

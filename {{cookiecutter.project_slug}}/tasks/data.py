@@ -19,7 +19,8 @@ from cloud.commands import CloudError, Commands
 
 from .project import DEFAULT_CLOUD, IMAGE, PACKAGE
 
-INDEX = "index.json"  # a prepared dataset's index (shards.py), which data.push uploads last
+# A prepared dataset's index (data/shards/index.py of the package), which data.push uploads last.
+INDEX = "index.json"
 
 
 @task(
@@ -33,7 +34,7 @@ INDEX = "index.json"  # a prepared dataset's index (shards.py), which data.push 
     },
 )
 def prepare(c: Context, src: str, dest: str, shard_size: str = "64", image_size: str = "") -> None:
-    """Shards of SRC at DEST, with an index and a sha256 per shard; the split is data.py's."""
+    """Shards of SRC at DEST, with an index and a sha256 per shard; the split is a run's split."""
     flags = ["--shard-size", shard_size] + (["--image-size", image_size] if image_size else [])
     command = [sys.executable, "-m", f"{PACKAGE}.prepare", src, dest, *flags]
     c.run(shlex.join(command), pty=False)

@@ -5,6 +5,7 @@ The Dockerfile and requirements/ hold the rest; see the README's Images section.
 
 from __future__ import annotations
 
+import datetime
 import importlib.util
 import json
 import os
@@ -16,6 +17,9 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from invoke import Context, Exit, task
+
+from cloud import PROVIDERS, runs, settings
+from cloud.commands import CloudError, Commands
 
 from . import framework
 from .args import overrides
@@ -29,6 +33,7 @@ CONTAINER_OUTPUTS = "/workspace/outputs"  # PROJECT_ROOT=/workspace in the image
 # The image is Linux x86_64 with the project's Python; the locks are made for that.
 LOCK_PYTHON = PYTHON_VERSION
 LOCK_PLATFORM = "x86_64-manylinux_2_28"
+PUSHES = runs.RUNS / "pushes.json"  # the last push to each cloud
 
 
 def _docker_engine(c: Context) -> None:
@@ -154,10 +159,6 @@ def push(
         raise Exit("invoke push needs --cloud NAME or --registry REF (one of them)", code=2)
     _docker_engine(c)
     if cloud:
-        from cloud.commands import CloudError, Commands
-
-        from .remote import push_to
-
         try:
             reference = push_to(c, cloud, cpu, Commands(dry_run=dry_run))
         except CloudError as error:
@@ -251,3 +252,30 @@ def lock(c: Context, find_links: str = "", upgrade: bool = False) -> None:
         output = ["--output-file", f"requirements/{kind}.txt"]
         c.run(shlex.join([*common, *framework.lock_args(kind, find_links), *output]))
         print(f"locked requirements/{kind}.txt")
+
+
+def push_to(c: Context, cloud: str, cpu: bool, cmd: Commands) -> str:
+    """Push this revision's image to `cloud`'s registry (made on first use); its ref@digest."""
+    provider, options = PROVIDERS[cloud], settings.load(cloud, IMAGE)
+    local_tag = tag(c, flavour(cpu))
+    if cmd.dry_run:
+        print(f"$ invoke build{' --cpu' if cpu else ''}   # unless {local_tag} is built")
+    elif not exists(c, local_tag):
+        print(f"no image {local_tag} yet: building it")
+        build(c, cpu=cpu)
+    repository = provider.ensure_repository(options, cmd)
+    if not repository:  # --cloud=local without a registry: the engine runs it by its id
+        return image_id(c, local_tag) if not cmd.dry_run else f"{local_tag}@<id>"
+    provider.docker_login(options, cmd, DOCKER)
+    remote = f"{repository}:{local_tag.rsplit(':', 1)[1]}"
+    cmd.run([DOCKER, "tag", local_tag, remote])
+    cmd.run([DOCKER, "push", remote])
+    if cmd.dry_run:
+        return f"{repository}@sha256:<digest of the push>"
+    reference = pushed_digest(c, remote)
+    pushes = json.loads(PUSHES.read_text()) if PUSHES.exists() else {}
+    pushed = datetime.datetime.now(datetime.UTC).replace(microsecond=0).isoformat()
+    pushes[cloud] = {"image": reference, "tag": remote, "pushed": pushed}
+    PUSHES.parent.mkdir(parents=True, exist_ok=True)
+    PUSHES.write_text(json.dumps(pushes, indent=2) + "\n")
+    return reference

@@ -1,9 +1,10 @@
-"""Jobs of the clouds' training services, for the cloud tasks (remote.py): submit the plan's job,
-follow it to its end, and its state, for status, logs and stop.
+"""Jobs of the clouds' training services, for the cloud tasks (remote_run.py, remote.py): submit
+the plan's job, follow it to its end, and its state, for status, logs and stop.
 
 `invoke train --cloud=aws --backend=managed --nodes 4 --gpu a10g:4` makes the same plan as a VM
-run (catalog, price, image by digest, bucket, secrets); cloud/jobs.py picks the service's module,
-which writes the job's file, kept beside the run's record, and sends it with the cloud's CLI.
+run (catalog, price, image by digest, bucket, secrets); cloud/jobs/engines.py picks the service's
+module, which writes the job's file, kept beside the run's record, and sends it with the cloud's
+CLI.
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from cloud import jobs, runs
+from cloud import runs
 from cloud.commands import CloudError, Commands
+from cloud.jobs import common
+from cloud.jobs.engines import engine as engine_of
 from cloud.plan import Plan
 
 from . import framework
@@ -22,10 +25,10 @@ FOLLOW_SECONDS = 30
 
 def write_spec(plan: Plan, cmd: Commands) -> str:
     """The job's file for the plan, written beside its record (printed in a dry run)."""
-    engine = jobs.engine(plan.backend, plan.cloud)
-    document = engine.spec(plan, jobs.environment(plan), framework.azureml_distribution, cmd)
-    text = jobs.as_json(document) if engine.FORMAT == "json" else jobs.as_yaml(document)
-    path = jobs.write_spec(plan, engine.SPEC, text)
+    engine = engine_of(plan.backend, plan.cloud)
+    document = engine.spec(plan, common.environment(plan), framework.azureml_distribution, cmd)
+    text = common.as_json(document) if engine.FORMAT == "json" else common.as_yaml(document)
+    path = common.write_spec(plan, engine.SPEC, text)
     if cmd.dry_run:
         print(f"--- {engine.SPEC} ---\n{text.rstrip()}\n--- end of {engine.SPEC} ---")
     return str(path)
@@ -33,24 +36,24 @@ def write_spec(plan: Plan, cmd: Commands) -> str:
 
 def submit(plan: Plan, cmd: Commands) -> dict[str, Any]:
     """Write the job's file and send it; the ids the service gave it."""
-    engine = jobs.engine(plan.backend, plan.cloud)
+    engine = engine_of(plan.backend, plan.cloud)
     path = write_spec(plan, cmd)
     return {"backend": plan.backend, "nodes": plan.nodes, **engine.submit(plan, path, cmd)}
 
 
 def describe(record: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
-    engine = jobs.engine(record["backend"], record["cloud"])
+    engine = engine_of(record["backend"], record["cloud"])
     return dict(engine.describe(settings, record, Commands(verbose=False)))
 
 
 def cancel(record: dict[str, Any], settings: dict[str, Any], cmd: Commands) -> None:
-    jobs.engine(record["backend"], record["cloud"]).cancel(settings, record, cmd)
+    engine_of(record["backend"], record["cloud"]).cancel(settings, record, cmd)
 
 
 def ended(record: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any] | None:
     """The job's state once it has ended, else None (it still runs)."""
     state = describe(record, settings)
-    if state["state"] not in jobs.ENDED:
+    if state["state"] not in common.ENDED:
         return None
     if state.get("failure"):
         print(f"{record['job']}: {state['failure']}", file=sys.stderr)

@@ -4,9 +4,9 @@ every run training with `monitoring=prometheus` and evaluates monitoring/alerts.
 all three. It installs nothing: a missing binary is named with the command that installs it.
 
 `invoke monitor --run ID` also watches a cloud run started with --monitor: the cloud's tunnel
-(cloud/tunnels.py) brings its trainer's, node_exporter's and dcgm-exporter's ports here, and
+(cloud/vm/tunnels.py) brings its trainer's, node_exporter's and dcgm-exporter's ports here, and
 Prometheus scrapes them with the label cloud_run=ID. `--pin-exporters` records the digests of the
-exporters a monitored VM runs (cloud/exporters.json).
+exporters a monitored VM runs (cloud/vm/exporters.json).
 
 Grafana is not started here: monitoring/grafana/ holds the provisioning (data source, dashboard)
 for a Grafana you run (README "Watch a run live").
@@ -49,7 +49,7 @@ DOWNLOADS = "https://prometheus.io/download/"  # the binaries, for other systems
         "dry_run": "print the config and the commands instead of starting anything",
         "run": "also watch this cloud run (started with --monitor), through the cloud's tunnel",
         "pin_exporters": "pull the exporters' tags and record their digests in "
-        "cloud/exporters.json, then stop",
+        "cloud/vm/exporters.json, then stop",
     }
 )
 def monitor(
@@ -77,11 +77,17 @@ def monitor(
         raise Exit(f"error: the three ports must differ, got {sorted(ports.values())}", code=2)
     interval = _duration("--scrape-interval", scrape_interval)
     home = (ROOT / folder).resolve()
-    binaries = _find_binaries()
+    tunnels, cloud_targets = _cloud_run(run) if run else ([], [])  # a bad --run: one line
+    binaries, missing = _find_binaries()
+    if missing and not dry_run:
+        raise Exit(
+            f"error: not found on PATH: {'; '.join(missing)}; other systems: {DOWNLOADS}", code=1
+        )
     config = prometheus_config(home, ports, scrape_interval, interval)
     commands = _commands(binaries, home, ports)
-    tunnels, cloud_targets = _cloud_run(run) if run else ([], [])
     if dry_run:
+        for program in missing:  # a dry run shows the plan all the same
+            print(f"# not found on PATH: {program}")
         print(f"# {home / 'prometheus.yml'}\n{config}")
         for command in [*(t.argv for t in tunnels if t.argv), *commands.values()]:
             print(shlex.join(command))
@@ -106,9 +112,10 @@ def monitor(
 
 def _cloud_run(run: str) -> tuple[list[Any], list[dict[str, Any]]]:
     """The tunnels to a monitored cloud run, and the targets Prometheus scrapes through them."""
-    from cloud import runs, settings, tunnels
+    from cloud import runs, settings
     from cloud.commands import CloudError
     from cloud.plan import PlanError, check_run_id
+    from cloud.vm import tunnels
 
     from .project import IMAGE
 
@@ -125,8 +132,8 @@ def _cloud_run(run: str) -> tuple[list[Any], list[dict[str, Any]]]:
 
 def _pin(dry_run: bool) -> None:
     """Record each exporter's digest: what a monitored VM pulls, never a moving tag."""
-    from cloud import exporters
     from cloud.commands import CloudError, Commands
+    from cloud.vm import exporters
 
     from .image import DOCKER
 
@@ -157,19 +164,15 @@ def _duration(flag: str, value: str) -> float:
     raise Exit(f"error: {flag} {value!r}: give a duration such as 250ms, 5s or 1m", code=2)
 
 
-def _find_binaries() -> dict[str, str]:
+def _find_binaries() -> tuple[dict[str, str], list[str]]:
+    """Each program's path (its first name where it is missing), and what is missing."""
     found, missing = {}, []
     for program, (names, package) in PROGRAMS.items():
         path = next((p for p in map(shutil.which, names) if p), None)
         if path is None:
             missing.append(f"{program} (install: sudo apt-get install {package})")
-        else:
-            found[program] = path
-    if missing:
-        raise Exit(
-            f"error: not found on PATH: {'; '.join(missing)}; other systems: {DOWNLOADS}", code=1
-        )
-    return found
+        found[program] = path or names[0]
+    return found, missing
 
 
 def prometheus_config(home: Path, ports: dict[str, int], scrape: str, seconds: float) -> str:

@@ -112,7 +112,7 @@ def train(
         return
     if gpus != "1":
         raise Exit("--gpus is for this machine; with --cloud, --gpu NAME:COUNT (invoke gpus)", 2)
-    from .remote import run_in_cloud
+    from .remote_run import run_in_cloud
 
     run_in_cloud(
         c,

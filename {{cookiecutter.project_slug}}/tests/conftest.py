@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.needs import missing
 
 # The tests send Ctrl-C (SIGINT) to what they start. A shell that ran this suite in the background
 # left SIGINT ignored, which every child would inherit and so never see Ctrl-C: take it back.
@@ -20,6 +21,7 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 
 
 PACKAGE = "{{ cookiecutter.package_name }}"
+MISSING_IN_CI = pytest.StashKey[str]()
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 CONFIG_DIR = PROJECT_ROOT / "configs"
 # A few small deterministic epochs on the CPU with local logging only.
@@ -43,14 +45,26 @@ def cuda_gpus() -> int:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Skip the tests marked `gpu(N)` where fewer than N CUDA GPUs are present, saying so."""
-    found = cuda_gpus()
+    """Skip, saying why, the tests marked `gpu(N)` where fewer than N CUDA GPUs are present, and
+    those marked `needs(...)` where a tool they need is missing (helpers/needs.py)."""
+    found = cuda_gpus() if any(item.get_closest_marker("gpu") for item in items) else 0
     for item in items:
         marker = item.get_closest_marker("gpu")
         needed = marker.args[0] if marker and marker.args else 1
         if marker and found < needed:
             reason = f"needs {needed} CUDA GPU{'s' * (needed > 1)}; this machine has {found}"
             item.add_marker(pytest.mark.skip(reason=reason))
+        names = tuple(name for mark in item.iter_markers("needs") for name in mark.args)
+        reason = missing(names) if names else None
+        if reason and os.environ.get("CI"):
+            item.stash[MISSING_IN_CI] = reason  # CI installs every tool: a missing one fails
+        elif reason:
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if MISSING_IN_CI in item.stash:
+        pytest.fail(f"CI is set and this test {item.stash[MISSING_IN_CI]}", pytrace=False)
 
 
 def project_env(**overrides: str) -> dict[str, str]:
@@ -159,7 +173,14 @@ def read_metrics(run_dir: Path) -> dict:
 
 @pytest.fixture(scope="session")
 def short_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One short training run that several tests read from."""
+    """One short training run that several tests read from; what it printed is beside it, in
+    short_run.stdout (the short_run_stdout fixture)."""
     run_dir = tmp_path_factory.mktemp("short_run")
-    train(run_dir, *SHORT)
+    result = train(run_dir, *SHORT)
+    (run_dir.parent / "short_run.stdout").write_text(result.stdout)
     return run_dir
+
+
+@pytest.fixture(scope="session")
+def short_run_stdout(short_run: Path) -> str:
+    return (short_run.parent / "short_run.stdout").read_text()

@@ -13,9 +13,11 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import get_object
 from omegaconf import OmegaConf
 
-from {{ cookiecutter.package_name }} import preflight, schema
+from {{ cookiecutter.package_name }}.config import preflight
+from {{ cookiecutter.package_name }}.config.checks import target_arguments
+from {{ cookiecutter.package_name }}.config.schema import HYDRA_KEYS, TARGET_RULES, register, wants
 
-schema.register()
+register()
 
 # override -> what the one line must say. Every key of the configs appears at least once.
 BAD = {
@@ -101,13 +103,13 @@ def leaves(node: Any, path: str = "") -> list[str]:
 def covered(cfg: Any, path: str) -> bool:
     """Whether something checks the key at `path`: the typed schema, a rule for a `_target_`
     group's key, or its target's signature (a typed argument, or **kwargs the target reads)."""
-    if schema.wants(path) is not None or path in schema.TARGET_RULES:
+    if wants(path) is not None or path in TARGET_RULES:
         return True
     parent, _, name = path.rpartition(".")
     node = OmegaConf.select(cfg, parent) if parent else None
-    if name in schema.HYDRA_KEYS or node is None or "_target_" not in node:
+    if name in HYDRA_KEYS or node is None or "_target_" not in node:
         return False
-    hints, open_ended = schema.target_arguments(get_object(node._target_))
+    hints, open_ended = target_arguments(get_object(node._target_))
     return name in hints or open_ended
 
 
@@ -123,7 +125,7 @@ def test_every_key_of_the_configs_has_a_type_or_a_rule(group: str) -> None:
         path
         for path in leaves(OmegaConf.to_container(cfg))
         if not covered(cfg, path)
-        and path.rsplit(".", 1)[-1] not in schema.HYDRA_KEYS
+        and path.rsplit(".", 1)[-1] not in HYDRA_KEYS
         and not any(path == free or path.startswith(f"{free}.") for free in FREE)
     ]
     assert unchecked == []
@@ -166,8 +168,10 @@ def assert_refused(result: Any, message: str, run_dir: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "override", ["optimizer.lr=abc", "trainer.max_epochs=0", "trainer.max_epoch=3"]
-)
+    "override",
+    ["optimizer.lr=abc", *(pytest.param(o, marks=pytest.mark.slow)
+                           for o in ("trainer.max_epochs=0", "trainer.max_epoch=3"))],
+)  # fmt: skip
 def test_the_command_stops_before_making_a_run_directory(tmp_path: Path, override: str) -> None:
     result = run_module("train", *SHORT, override, f"hydra.run.dir={tmp_path}/run")
     assert_refused(result, BAD[override], tmp_path / "run")
@@ -183,6 +187,7 @@ def test_more_bad_values_stop_the_command(tmp_path: Path, override: str) -> None
     assert_refused(result, BAD[override], tmp_path / "run")
 
 
+@pytest.mark.slow
 def test_resuming_with_another_model_is_refused_and_leaves_the_run(tmp_path: Path) -> None:
     run_dir = tmp_path / "my-run"
     train(run_dir, "debug=fast", "logger=jsonl")
@@ -196,6 +201,7 @@ def test_resuming_with_another_model_is_refused_and_leaves_the_run(tmp_path: Pat
     assert {p: p.read_bytes() for p in saved} == saved
 
 
+@pytest.mark.slow
 def test_missing_data_file_is_named_before_a_run_folder(tmp_path: Path) -> None:
     missing = tmp_path / "absent.npz"
     run_dir = tmp_path / "run"
@@ -207,12 +213,14 @@ def test_missing_data_file_is_named_before_a_run_folder(tmp_path: Path) -> None:
     assert not run_dir.exists()
 
 
+@pytest.mark.slow
 def test_data_files_require_a_source() -> None:
     result = run_module("train", *SHORT, "data=files")
     assert result.returncode == 2
     assert "data.source has no value" in result.stdout
 
 
+@pytest.mark.slow
 def test_own_npz_data_trains(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     x = rng.normal(size=(300, 12)).astype(np.float32)

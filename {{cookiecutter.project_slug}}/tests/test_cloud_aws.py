@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import json
-import shutil
 import stat
 import sys
 from collections.abc import Iterator
@@ -19,10 +18,7 @@ import pytest
 from conftest import invoke_cli, project_env
 from helpers import services
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("aws") is None or shutil.which("moto_server") is None,
-    reason="needs the AWS CLI and moto_server (pip install awscli 'moto[server]')",
-)
+pytestmark = pytest.mark.needs("aws")
 DIGEST = "sha256:" + "7" * 64
 SECRET = "token-fedcba9876543210"
 

@@ -97,7 +97,7 @@ def test_the_vm_of_each_gpu_and_spot_case(tmp_path: Path, gpu: str, count: int, 
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(AZ is None, reason="azure-cli is not installed (pip install azure-cli)")
+@pytest.mark.needs("az")
 @pytest.mark.parametrize("spot", [False, True], ids=["on-demand", "spot"])
 def test_az_accepts_every_argument(tmp_path: Path, spot: bool) -> None:
     """Offline: az parses the whole command line and stops only because nobody is logged in."""

@@ -3,7 +3,6 @@ requests `invoke train --cloud=gcp`, `status` and `stop` send, checked field by 
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,9 +10,7 @@ import pytest
 from conftest import invoke_cli, project_env
 from helpers import google_api
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("gcloud") is None, reason="gcloud is not installed (the Google Cloud CLI)"
-)
+pytestmark = pytest.mark.needs("gcloud")
 DIGEST = "sha256:" + "5" * 64
 IMAGE = f"us-central1-docker.pkg.dev/my-project/repo@{DIGEST}"
 SECRET = "token-0123456789abcdef"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -16,11 +15,11 @@ import pytest
 from conftest import PROJECT_ROOT, invoke_cli, project_env
 from helpers import google_api
 
-from cloud import tunnels
+from cloud.vm import tunnels
 
 DIGEST = "sha256:" + "3" * 64
 IMAGE = f"registry.example/project@{DIGEST}"
-EXPORTERS = json.loads((PROJECT_ROOT / "cloud" / "exporters.json").read_text())
+EXPORTERS = json.loads((PROJECT_ROOT / "cloud" / "vm" / "exporters.json").read_text())
 
 
 def pinned(tmp_path: Path) -> Path:
@@ -172,7 +171,7 @@ def test_monitor_run_tunnels_with_iap_on_gcp(tmp_path: Path) -> None:
     assert "--zone=us-central1-b" in commands[1] and "--project=p" in commands[1]
 
 
-@pytest.mark.skipif(shutil.which("gcloud") is None, reason="gcloud is not installed")
+@pytest.mark.needs("gcloud")
 def test_the_real_gcloud_takes_the_iap_tunnel_command(tmp_path: Path) -> None:
     """gcloud parses the tunnel's command line and looks the VM up (the stand-in's), then stops
     where IAP itself would answer: nothing here reaches Google."""

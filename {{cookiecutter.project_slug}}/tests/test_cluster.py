@@ -1,5 +1,5 @@
 """Which node of which cluster: each managed service's description of a three-node cluster, as
-its documentation gives it, read by cluster.py the same way."""
+its documentation gives it, read by cluster/nodes.py the same way."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from {{ cookiecutter.package_name }}.cluster import ClusterError, detect
+from {{ cookiecutter.package_name }}.cluster.nodes import ClusterError, detect
 
 NOWHERE = Path("/nonexistent/resourceconfig.json")
 

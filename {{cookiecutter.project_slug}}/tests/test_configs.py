@@ -8,9 +8,9 @@ from framework_parts import build
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-from {{ cookiecutter.package_name }} import schema
+from {{ cookiecutter.package_name }}.config.schema import register
 
-schema.register()
+register()
 
 GROUPS = sorted(
     path.name for path in CONFIG_DIR.iterdir() if path.is_dir() and path.name != "hydra"

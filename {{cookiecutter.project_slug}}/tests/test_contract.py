@@ -10,17 +10,17 @@ import pytest
 from conftest import CONFIG_DIR, SHORT
 from hydra import compose, initialize_config_dir
 
-from {{ cookiecutter.package_name }} import (
+from {{ cookiecutter.package_name }}.config import schema
+from {{ cookiecutter.package_name }}.data.sources import load_splits
+from {{ cookiecutter.package_name }}.tracking import trackers
+from {{ cookiecutter.package_name }}.training import (
     checkpoint,
     contract,
     fit,
     loop,
     runtime,
-    schema,
     scoring,
-    tracking,
 )
-from {{ cookiecutter.package_name }}.data import load_splits
 
 MODULES = [(runtime, contract.RuntimeModule), (checkpoint, contract.CheckpointModule),
            (scoring, contract.ScoringModule)]  # fmt: skip
@@ -52,7 +52,7 @@ def test_a_trainer_built_as_fit_builds_it_keeps_the_protocol(tmp_path: Path) -> 
     data = cfg.data
     splits = load_splits(data.source, data.val_fraction, data.test_fraction, data.split_seed)
     rt = runtime.start("cpu")
-    tracker = tracking.start(tmp_path, {}, {}, enabled=False)
+    tracker = trackers.start(tmp_path, {}, {}, enabled=False)
     trainer = loop.Trainer(fit.parts(cfg, splits, {}), rt, tracker, tmp_path / "checkpoints")
     assert isinstance(trainer, contract.Trainer) and isinstance(rt, contract.Runtime)
     assert trainer.epochs_done == 0 and trainer.parameter_count > 0

@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from {{ cookiecutter.package_name }}.data import DataError, kfold_splits, load_arrays, load_splits
+from {{ cookiecutter.package_name }}.data.sources import kfold_splits, load_arrays, load_splits
+from {{ cookiecutter.package_name }}.data.splits import DataError
 
 
 def test_builtin_digits() -> None:

@@ -28,11 +28,6 @@ DISTRIBUTION = "{{ 'TensorFlow' if cookiecutter.framework == 'tensorflow' else '
 DIGEST = "sha256:" + "4" * 64
 SECRET = "token-5555aaaa6666bbbb"
 AZ = os.environ.get("AZ_CLI") or shutil.which("az")
-needs_aws = pytest.mark.skipif(
-    shutil.which("aws") is None or shutil.which("moto_server") is None,
-    reason="needs the AWS CLI and moto_server (pip install awscli 'moto[server]')",
-)
-needs_gcloud = pytest.mark.skipif(shutil.which("gcloud") is None, reason="gcloud is not installed")
 
 
 def run_id_of(stdout: str) -> str:
@@ -63,7 +58,7 @@ def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
         )
 
 
-@needs_aws
+@pytest.mark.needs("aws")
 def test_a_two_node_spot_sagemaker_job_is_the_plan_field_by_field(moto: dict) -> None:
     image = f"123456789012.dkr.ecr.us-east-1.amazonaws.com/{PROJECT}@{DIGEST}"
     done = invoke_cli(
@@ -128,7 +123,7 @@ def test_a_two_node_spot_sagemaker_job_is_the_plan_field_by_field(moto: dict) ->
     )
 
 
-@needs_aws
+@pytest.mark.needs("aws")
 def test_a_job_followed_in_the_foreground_ends_with_its_state(moto: dict) -> None:
     """Without --detach the task follows the job until the service says it ended (moto's jobs
     complete at once) and records how."""
@@ -144,7 +139,7 @@ def test_a_job_followed_in_the_foreground_ends_with_its_state(moto: dict) -> Non
     assert record["status"] == {"reason": "finished"} and record["job"] == run_id
 
 
-@needs_aws
+@pytest.mark.needs("aws")
 def test_a_machine_sagemaker_does_not_train_on_is_refused_before_anything_is_made(
     moto: dict,
 ) -> None:
@@ -204,7 +199,7 @@ def vertex(tmp_path: Path) -> Iterator[tuple[google_api.GoogleApi, dict[str, str
         )
 
 
-@needs_gcloud
+@pytest.mark.needs("gcloud")
 def test_a_three_node_spot_vertex_job_is_what_gcloud_sends(
     vertex: tuple[google_api.GoogleApi, dict[str, str]], tmp_path: Path
 ) -> None:
@@ -266,10 +261,15 @@ def test_every_gpu_vertex_is_asked_for_is_one_of_its_accelerator_types() -> None
     from cloud import catalog
 
     named = catalog.load()["services"]["vertex_accelerator"]
-    names = [name for gpu, name in named.items() if gpu != "source"]
     assert set(catalog.load()["clouds"]["gcp"]["gpus"]) <= set(named)
-    if not sdks.PYTHON:
-        pytest.skip("the names are checked against aiplatform_v1 where CLOUD_SDK_PYTHON is set")
+
+
+@pytest.mark.needs("cloud-sdks")
+def test_every_vertex_accelerator_name_is_one_of_aiplatforms() -> None:
+    from cloud import catalog
+
+    named = catalog.load()["services"]["vertex_accelerator"]
+    names = [name for gpu, name in named.items() if gpu != "source"]
     code = (
         "import json, sys\nfrom google.cloud import aiplatform_v1\n"
         "print(json.dumps([n.name for n in aiplatform_v1.AcceleratorType]))\n"
@@ -294,7 +294,7 @@ def azure_dry_run(tmp_path: Path, *flags: str) -> tuple[subprocess.CompletedProc
     return done, spec
 
 
-@sdks.needed
+@pytest.mark.needs("cloud-sdks")
 @pytest.mark.parametrize("spot", [False, True], ids=["standard", "spot"])
 def test_the_azure_ml_job_loads_in_azure_ai_ml_as_planned(tmp_path: Path, spot: bool) -> None:
     spot_flag = ["--spot"] if spot else []
@@ -319,7 +319,7 @@ def test_the_azure_ml_job_loads_in_azure_ai_ml_as_planned(tmp_path: Path, spot: 
     assert command in spec.read_text()
 
 
-@pytest.mark.skipif(AZ is None, reason="azure-cli is not installed (pip install azure-cli)")
+@pytest.mark.needs("az")
 def test_az_without_its_ml_extension_says_how_to_add_it(tmp_path: Path) -> None:
     """The real az, asked to send the job: without the ml extension (it cannot be installed
     offline) the task says how to add it, in one line, and records no job."""
@@ -415,7 +415,7 @@ def test_a_preempted_azure_ml_spot_job_is_resubmitted_into_the_same_run_folder(
     assert folders[0].strip().endswith(f"/{run_id}/outputs/run")
 
 
-@sdks.needed
+@pytest.mark.needs("cloud-sdks")
 def test_the_skypilot_task_parses_in_skypilot(tmp_path: Path) -> None:
     settings = tmp_path / "cloud.toml"
     settings.write_text('[aws]\nregion = "us-east-1"\nbucket = "s3://jobs-bucket"\n')
@@ -442,7 +442,7 @@ def test_the_skypilot_task_parses_in_skypilot(tmp_path: Path) -> None:
 def test_every_catalog_machine_is_one_sagemaker_trains_on_or_refused_by_name() -> None:
     """botocore's own list decides, machine by machine of the catalog: a g4dn.metal (8 x T4) is
     no SageMaker training instance, and the plan says so before anything is sent."""
-    from cloud import sagemaker
+    from cloud.jobs import sagemaker
 
     known = sagemaker.training_instance_types()
     if known is None:
@@ -463,7 +463,7 @@ def runs_here(offer: catalog.Offer) -> bool:
 AZURE_GPUS = [f"{o.gpu}:{o.count}" for o in catalog.rows("azure") if runs_here(o)]
 
 
-@sdks.needed
+@pytest.mark.needs("cloud-sdks")
 @pytest.mark.parametrize("gpu", AZURE_GPUS)
 def test_every_azure_gpu_makes_a_job_azure_ai_ml_loads(tmp_path: Path, gpu: str) -> None:
     _, spec = azure_dry_run(tmp_path, "--nodes=2", f"--gpu={gpu}")

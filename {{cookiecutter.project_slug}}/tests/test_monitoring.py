@@ -8,7 +8,6 @@ config and the alert rules, and fires each alert on synthetic series (monitoring
 from __future__ import annotations
 
 import json
-import shutil
 import signal
 import socket
 import subprocess
@@ -25,17 +24,11 @@ from conftest import PROJECT_ROOT, SHORT, invoke_cli, module_command, project_en
 from helpers import services
 from omegaconf import OmegaConf
 
-from {{ cookiecutter.package_name }} import live
+from {{ cookiecutter.package_name }}.tracking.exporter import start
+from {{ cookiecutter.package_name }}.tracking.live import LiveMetrics
 
 MONITORING = PROJECT_ROOT / "monitoring"
 DASHBOARDS = MONITORING / "grafana" / "dashboards"
-PROGRAMS = ("prometheus", "promtool", "prometheus-pushgateway", "prometheus-node-exporter")
-MISSING = [name for name in PROGRAMS if shutil.which(name) is None]
-needs_prometheus = pytest.mark.skipif(
-    bool(MISSING),
-    reason=f"needs {', '.join(MISSING)} (Debian: apt-get install prometheus "
-    "prometheus-pushgateway prometheus-node-exporter)",
-)
 
 
 @dataclass
@@ -67,8 +60,6 @@ class Stack:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """`invoke monitor` on free ports, scraping every 250 ms; Ctrl-C (SIGINT) at the end."""
-    if MISSING:
-        pytest.skip(f"needs {', '.join(MISSING)}")
     folder = tmp_path_factory.mktemp("monitor")
     ports = [services.free_port() for _ in range(3)]
     process = subprocess.Popen(
@@ -139,7 +130,7 @@ def _panel_queries(run: str) -> Iterator[tuple[str, str]]:
 
 
 @pytest.mark.slow
-@needs_prometheus
+@pytest.mark.needs("prometheus")
 def test_prometheus_watches_a_run_live_and_the_pushgateway_keeps_its_end(
     stack: Stack, tmp_path: Path
 ) -> None:
@@ -234,7 +225,7 @@ def _push_gpu_stand_in(stack: Stack, run: str) -> None:
     urllib.request.urlopen(request, timeout=10).close()
 
 
-@needs_prometheus
+@pytest.mark.needs("prometheus")
 def test_alert_rules_check_and_fire_on_synthetic_series() -> None:
     for command in (["check", "rules", "alerts.yml"], ["test", "rules", "alerts_test.yml"]):
         done = subprocess.run(
@@ -250,7 +241,7 @@ def test_alert_rules_check_and_fire_on_synthetic_series() -> None:
     assert names == firing == {"TrainingStalled", "GpuIdleWhileTraining", "CheckpointStale"}
 
 
-@needs_prometheus
+@pytest.mark.needs("prometheus")
 def test_the_dry_run_prints_a_config_promtool_accepts(tmp_path: Path) -> None:
     done = invoke_cli("monitor", "--dry-run", f"--folder={tmp_path / 'm'}")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -289,6 +280,12 @@ def test_invoke_monitor_names_what_is_missing_and_installs_nothing(tmp_path: Pat
     assert "prometheus (install: sudo apt-get install prometheus)" in done.stderr
     assert "node_exporter (install:" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "m").exists()
+    # A dry run needs none of them: it prints the plan, naming what a real start needs first.
+    dry = invoke_cli("monitor", "--dry-run", f"--folder={tmp_path / 'm'}",
+                     env=project_env(PATH=str(tmp_path)))  # fmt: skip
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    assert "# not found on PATH: prometheus (install: sudo apt-get install" in dry.stdout
+    assert "prometheus --config.file=" in dry.stdout and not (tmp_path / "m").exists()
 
 
 def test_the_dashboards_use_the_provisioned_data_source() -> None:
@@ -311,7 +308,7 @@ def test_rank_k_serves_on_port_plus_k_with_its_rank_label(tmp_path: Path) -> Non
         {"enabled": True, "host": "127.0.0.1", "port": port - 1, "pushgateway": None,
          "targets_dir": str(tmp_path / "targets")}
     )  # fmt: skip
-    exporter = live.start(settings, tmp_path / "r", rank=3, local_rank=1, job="j")
+    exporter = start(settings, tmp_path / "r", rank=3, local_rank=1, job="j")
     try:
         exporter.batch(8, optimizer_step=True)
         exporter.observe({"train/loss": 0.5, "val/accuracy": 0.75, "epoch": 2})
@@ -329,6 +326,7 @@ def test_rank_k_serves_on_port_plus_k_with_its_rank_label(tmp_path: Path) -> Non
     assert not _listening(port)
 
 
+@pytest.mark.slow
 def test_a_taken_port_stops_the_run_in_one_line_before_it_trains(tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -348,7 +346,7 @@ def test_a_taken_port_stops_the_run_in_one_line_before_it_trains(tmp_path: Path)
 def test_monitoring_none_imports_no_prometheus_client() -> None:
     code = (
         "import sys; import {{ cookiecutter.package_name }}.train, "
-        "{{ cookiecutter.package_name }}.fit, {{ cookiecutter.package_name }}.loop; "
+        "{{ cookiecutter.package_name }}.training.fit, {{ cookiecutter.package_name }}.training.loop; "
         "print('prometheus_client' in sys.modules)"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, env=project_env(),
@@ -356,6 +354,7 @@ def test_monitoring_none_imports_no_prometheus_client() -> None:
     assert done.stdout.strip() == "False", done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_a_tracker_that_cannot_start_leaves_no_announcement(tmp_path: Path) -> None:
     """The exporter starts before the trackers; when one of them fails to start, the run ends
     and takes its announcement with it: invoke monitor's Prometheus scrapes no dead target."""
@@ -372,7 +371,7 @@ def test_a_tracker_that_cannot_start_leaves_no_announcement(tmp_path: Path) -> N
 
 def test_a_second_reader_does_not_empty_the_samples_rate() -> None:
     """Two scrapers (or a scrape and the final push) read the same rate: reading moves nothing."""
-    metrics = live.LiveMetrics("r", 0)
+    metrics = LiveMetrics("r", 0)
     for _ in range(20):
         metrics.batch(32, optimizer_step=True)
         time.sleep(0.01)

@@ -3,7 +3,6 @@ moto_server, for real; the job itself carries only their names."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -12,13 +11,9 @@ import pytest
 from conftest import PROJECT_ROOT, project_env
 from helpers import services
 
-from {{ cookiecutter.package_name }} import run_secrets
+from {{ cookiecutter.package_name }}.cluster import run_secrets
 
 SECRET = "token-0123456789abcdef"
-needs_aws = pytest.mark.skipif(
-    shutil.which("aws") is None or shutil.which("moto_server") is None,
-    reason="needs the AWS CLI and moto_server (pip install awscli 'moto[server]')",
-)
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +35,7 @@ def secrets_manager() -> Iterator[dict[str, str]]:
         yield env
 
 
-@needs_aws
+@pytest.mark.needs("aws")
 def test_a_job_reads_its_secrets_from_the_store(
     secrets_manager: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -74,7 +69,7 @@ def test_bad_secret_settings_are_named(environ: dict[str, str], message: str) ->
     assert str(raised.value).startswith(message)
 
 
-@needs_aws
+@pytest.mark.needs("aws")
 def test_the_launcher_stops_in_one_line_naming_a_missing_secret(
     secrets_manager: dict[str, str],
 ) -> None:

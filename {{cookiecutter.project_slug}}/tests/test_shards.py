@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,25 +15,31 @@ from conftest import SHORT, invoke_cli, project_env, read_metrics, run_module, t
 from helpers import services
 from helpers.datasets import SPLIT, numbered_shards, numbers
 
-from {{ cookiecutter.package_name }} import prepare, shards
-from {{ cookiecutter.package_name }}.data import load_arrays, split
+from {{ cookiecutter.package_name }}.data.shards import cache
+from {{ cookiecutter.package_name }}.data.shards.cache import ShardReader, sha256_of
+from {{ cookiecutter.package_name }}.data.shards.index import INDEX, SPLITS, Index, Shard, ShardError
+from {{ cookiecutter.package_name }}.data.shards.stream import ShardSplit, load_splits
+from {{ cookiecutter.package_name }}.data.shards.writer import prepare
+from {{ cookiecutter.package_name }}.data.sources import load_arrays
+from {{ cookiecutter.package_name }}.data.splits import split
+from {{ cookiecutter.package_name }}.data.uris import open_uri
 
 BATCH = 4
 
 
 def prepared(src: Path, dest: Path, shard_mb: float, **options: object) -> dict:
-    return prepare.prepare(str(src), str(dest), shard_mb=shard_mb, **SPLIT, **options)  # type: ignore[arg-type]
+    return prepare(str(src), str(dest), shard_mb=shard_mb, **SPLIT, **options)  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")
-def ids(tmp_path_factory: pytest.TempPathFactory) -> shards.ShardSplit:
+def ids(tmp_path_factory: pytest.TempPathFactory) -> ShardSplit:
     """203 samples whose one feature is their number; 7 per shard, blocks of 2 shards."""
     folder = tmp_path_factory.mktemp("ids")
-    splits = shards.load_splits(str(numbered_shards(folder)), 2, 1, str(folder / "cache"), 1.0)
+    splits = load_splits(str(numbered_shards(folder)), 2, 1, str(folder / "cache"), 1.0)
     return splits.train  # type: ignore[return-value]
 
 
-def loader(split: shards.ShardSplit, workers: int, **options: object) -> list:
+def loader(split: ShardSplit, workers: int, **options: object) -> list:
     """What a loader with `workers` workers hands out: each worker's batches, taken in turn
     (the framework tests check that their loaders do the same)."""
     made = [
@@ -58,16 +63,16 @@ def test_prepare_writes_checksummed_shards_and_the_split_data_files_makes(tmp_pa
     np.savez(tmp_path / "digits.npz", x=x, y=y)
     index = prepared(tmp_path / "digits.npz", tmp_path / "out", shard_mb=0.02)
     root = tmp_path / "out"
-    assert json.loads((root / shards.INDEX).read_text()) == index
+    assert json.loads((root / INDEX).read_text()) == index
     in_memory = split(x, y, *SPLIT.values())
-    for name in shards.SPLITS:
+    for name in SPLITS:
         listed = index["splits"][name]
         assert len(listed) > 1, "several shards per split"
         for shard in listed:
             path = root / shard["file"]
             assert path.stat().st_size == shard["bytes"]
-            assert shards.sha256_of(path) == shard["sha256"]
-        streamed = shards.load_splits(str(root), 4, 0, str(tmp_path / "c"), 1.0)
+            assert sha256_of(path) == shard["sha256"]
+        streamed = load_splits(str(root), 4, 0, str(tmp_path / "c"), 1.0)
         got = np.concatenate([x for x, _ in getattr(streamed, name).batches(64)])
         want = getattr(in_memory, name).x
         # The same samples as data=files on the file, in the split's own order.
@@ -76,7 +81,7 @@ def test_prepare_writes_checksummed_shards_and_the_split_data_files_makes(tmp_pa
 
 
 def test_an_epoch_is_every_sample_once_in_an_order_of_seed_and_epoch(
-    ids: shards.ShardSplit,
+    ids: ShardSplit,
 ) -> None:
     epoch0 = numbers(list(ids.batches(BATCH, epoch=0, seed=7, shuffle=True)))
     assert sorted(epoch0) == sorted(numbers(list(ids.batches(BATCH))))
@@ -90,7 +95,7 @@ def test_an_epoch_is_every_sample_once_in_an_order_of_seed_and_epoch(
 @pytest.mark.parametrize("world", [1, 2, 3])
 @pytest.mark.parametrize("workers", [1, 3])
 def test_ranks_and_workers_split_an_epoch_without_overlap(
-    ids: shards.ShardSplit, world: int, workers: int
+    ids: ShardSplit, world: int, workers: int
 ) -> None:
     order = numbers(list(ids.batches(BATCH, epoch=2, seed=7, shuffle=True)))
     seen = []
@@ -108,7 +113,7 @@ def test_ranks_and_workers_split_an_epoch_without_overlap(
 
 @pytest.mark.parametrize("workers", [1, 2, 3])
 def test_a_resume_skips_exactly_the_batches_already_trained_on(
-    ids: shards.ShardSplit, workers: int
+    ids: ShardSplit, workers: int
 ) -> None:
     options = {"epoch": 1, "seed": 3, "shuffle": True}
     full = numbers(loader(ids, workers, **options))
@@ -119,16 +124,16 @@ def test_a_resume_skips_exactly_the_batches_already_trained_on(
 
 
 def test_a_rank_reads_only_the_shards_of_its_part(
-    ids: shards.ShardSplit, monkeypatch: pytest.MonkeyPatch
+    ids: ShardSplit, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     read: list[str] = []
-    original = shards.ShardReader.read
+    original = ShardReader.read
 
-    def counted(self: shards.ShardReader, shard: shards.Shard) -> tuple:
+    def counted(self: ShardReader, shard: Shard) -> tuple:
         read.append(shard.file)
         return original(self, shard)
 
-    monkeypatch.setattr(shards.ShardReader, "read", counted)
+    monkeypatch.setattr(ShardReader, "read", counted)
     list(ids.batches(BATCH, epoch=0, seed=1, shuffle=True, rank=0, world=3, even=True))
     # A third of the shards, plus the blocks (2 shards) where its part begins and ends.
     assert len(set(read)) <= len(ids.shards) // 3 + 4, read
@@ -141,10 +146,10 @@ def test_bucket_faults_are_retried_and_bad_shards_refused_by_name(
     np.savez(tmp_path / "d.npz", x=np.ones((40, 3), np.float32), y=np.arange(40) % 2)
     prepared(tmp_path / "d.npz", tmp_path / "local", 1e-4)
     # fsspec's in-memory filesystem stands in for a bucket: the reader fetches into its cache.
-    prepare.prepare(str(tmp_path / "d.npz"), "memory://bucket/d", shard_mb=1e-4, **SPLIT)
-    split_ = shards.load_splits("memory://bucket/d", 2, 0, str(tmp_path / "cache"), 1.0).train
+    prepare(str(tmp_path / "d.npz"), "memory://bucket/d", shard_mb=1e-4, **SPLIT)
+    split_ = load_splits("memory://bucket/d", 2, 0, str(tmp_path / "cache"), 1.0).train
     shard = split_.shards[0]  # type: ignore[union-attr]
-    real_open, failures = shards.open_uri, []
+    real_open, failures = open_uri, []
 
     def flaky(uri: str, mode: str = "rb") -> object:
         if uri.endswith(".parquet") and len(failures) < 2:
@@ -152,8 +157,8 @@ def test_bucket_faults_are_retried_and_bad_shards_refused_by_name(
             raise ConnectionError("connection reset by peer")
         return real_open(uri, mode)
 
-    monkeypatch.setattr(shards, "open_uri", flaky)
-    monkeypatch.setattr(shards, "BACKOFF_S", 0.01)
+    monkeypatch.setattr(cache, "open_uri", flaky)
+    monkeypatch.setattr(cache, "BACKOFF_S", 0.01)
     reader = split_.reader()
     x, _ = reader.read(shard)
     assert len(failures) == 2 and len(x) == shard.rows  # two faults, then the shard
@@ -161,13 +166,13 @@ def test_bucket_faults_are_retried_and_bad_shards_refused_by_name(
     def down(uri: str, mode: str = "rb") -> object:
         raise TimeoutError("timed out")
 
-    monkeypatch.setattr(shards, "open_uri", down)
+    monkeypatch.setattr(cache, "open_uri", down)
     second = split_.shards[1]  # type: ignore[union-attr]
-    with pytest.raises(shards.ShardError, match=f"shard memory://bucket/d/{second.file}: timed"):
+    with pytest.raises(ShardError, match=f"shard memory://bucket/d/{second.file}: timed"):
         reader.read(second)
-    monkeypatch.setattr(shards, "open_uri", real_open)
+    monkeypatch.setattr(cache, "open_uri", real_open)
 
-    local = shards.load_splits(str(tmp_path / "local"), 2, 0, str(tmp_path / "c2"), 1.0).train
+    local = load_splits(str(tmp_path / "local"), 2, 0, str(tmp_path / "c2"), 1.0).train
     files = [tmp_path / "local" / s.file for s in local.shards]  # type: ignore[union-attr]
     files[0].write_bytes(files[0].read_bytes()[:-10])
     data = bytearray(files[1].read_bytes())
@@ -180,11 +185,12 @@ def test_bucket_faults_are_retried_and_bad_shards_refused_by_name(
         2: "is missing (the index lists it)",
     }
     for number, message in messages.items():
-        with pytest.raises(shards.ShardError, match=re.escape(message)) as caught:
+        with pytest.raises(ShardError, match=re.escape(message)) as caught:
             local.reader().read(local.shards[number])  # type: ignore[union-attr]
         assert str(files[number].relative_to(tmp_path / "local")) in str(caught.value)
 
 
+@pytest.mark.slow
 def test_training_on_a_damaged_shard_stops_with_one_line(tmp_path: Path) -> None:
     x, y = load_arrays("builtin:digits")
     np.savez(tmp_path / "digits.npz", x=x, y=y)
@@ -241,6 +247,7 @@ def image_folder(root: Path, sizes: list[tuple[int, int]]) -> None:
             Image.fromarray(pixels).save(root / label / f"{number}.png")
 
 
+@pytest.mark.slow
 def test_a_folder_of_images_becomes_shards_and_trains(tmp_path: Path) -> None:
     image_folder(tmp_path / "mixed", [(10, 12), (10, 12), (9, 12), (10, 12)])
     done = invoke_cli("data.prepare", str(tmp_path / "mixed"), str(tmp_path / "bad"))
@@ -252,7 +259,7 @@ def test_a_folder_of_images_becomes_shards_and_trains(tmp_path: Path) -> None:
         "data.prepare", str(tmp_path / "pets"), str(tmp_path / "shards"), "--image-size", "8x6"
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    index = json.loads((tmp_path / "shards" / shards.INDEX).read_text())
+    index = json.loads((tmp_path / "shards" / INDEX).read_text())
     assert index["classes"] == ["cat", "dog"] and index["layout"]["shape"] == [3, 6, 8]
     assert index["layout"]["dtype"] == "uint8"
     train(tmp_path / "run", "debug=fast", "logger=jsonl", "data=shards",
@@ -263,8 +270,7 @@ def test_a_folder_of_images_becomes_shards_and_trains(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def bucket() -> Iterator[dict[str, str]]:
     with services.moto_server() as url:
-        if url is None:
-            pytest.skip("needs moto_server (pip install 'moto[server]')")
+        assert url is not None
         yield project_env(
             AWS_ENDPOINT_URL=url,
             AWS_ACCESS_KEY_ID="testing",
@@ -273,7 +279,7 @@ def bucket() -> Iterator[dict[str, str]]:
         )
 
 
-@pytest.mark.skipif(shutil.which("aws") is None, reason="needs the AWS CLI (pip install awscli)")
+@pytest.mark.needs("aws")
 def test_prepare_push_and_train_from_a_bucket_with_a_small_cache(
     tmp_path: Path, bucket: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -315,6 +321,7 @@ def test_prepare_push_and_train_from_a_bucket_with_a_small_cache(
     assert 0 < sum(kept) <= limit + max(kept), kept
 
 
+@pytest.mark.needs("aws")
 def test_prepare_writes_straight_to_a_bucket_once(
     tmp_path: Path, bucket: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -331,7 +338,7 @@ def test_prepare_writes_straight_to_a_bucket_once(
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"data=shards data.source={uri}" in done.stdout
     local = prepared(tmp_path / "digits.npz", tmp_path / "local", 0.02)
-    assert shards.Index.read(uri).splits == shards.Index.read(str(tmp_path / "local")).splits
+    assert Index.read(uri).splits == Index.read(str(tmp_path / "local")).splits
     assert local["splits"]["train"]
     done = invoke_cli("data.prepare", npz, uri, env=bucket)
     assert done.returncode == 2 and "already holds a prepared dataset" in done.stderr

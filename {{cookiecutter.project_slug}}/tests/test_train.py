@@ -20,7 +20,7 @@ from conftest import (
     train,
 )
 
-from {{ cookiecutter.package_name }} import checkpoint
+from {{ cookiecutter.package_name }}.training import checkpoint
 
 
 def test_one_batch_smoke_run(tmp_path: Path) -> None:
@@ -60,7 +60,9 @@ def test_evaluate_reproduces_the_test_metrics(short_run: Path) -> None:
 
 
 def test_crossval_scores_every_fold(tmp_path: Path) -> None:
-    result = run_module("crossval", *SHORT, "data.folds=3", f"hydra.run.dir={tmp_path}")
+    result = run_module(
+        "crossval", "debug=fast", "logger=jsonl", "data.folds=3", f"hydra.run.dir={tmp_path}"
+    )
     assert result.returncode == 0, result.stdout
     summary = json.loads((tmp_path / "crossval.json").read_text())
     assert summary["folds"] == 3 and len(summary["per_fold"]) == 3
@@ -68,6 +70,7 @@ def test_crossval_scores_every_fold(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.glob("fold_*")) == ["fold_0", "fold_1", "fold_2"]
 
 
+@pytest.mark.slow
 def test_checkpoint_mirror_lets_a_fresh_machine_resume(tmp_path: Path) -> None:
     mirror = tmp_path / "bucket"
     run_dir = tmp_path / "run"
@@ -83,13 +86,12 @@ def test_checkpoint_mirror_lets_a_fresh_machine_resume(tmp_path: Path) -> None:
 
 
 def test_the_summary_is_the_last_thing_printed_and_agrees_with_metrics_json(
-    tmp_path: Path,
+    short_run: Path, short_run_stdout: str
 ) -> None:
-    result = train(tmp_path, *SHORT)
-    lines = result.stdout.rstrip().splitlines()
+    lines = short_run_stdout.rstrip().splitlines()
     start = max(i for i, line in enumerate(lines) if line.endswith("- run finished"))
     summary = dict(line.split(maxsplit=1) for line in lines[start + 1 :])
-    metrics = read_metrics(tmp_path)
+    metrics = read_metrics(short_run)
     for key in ("test/accuracy", "test/loss", "val/accuracy", "val/loss"):
         assert summary[key] == f"{metrics[key]:.4f}", key
     assert summary["epochs"] == str(metrics["epochs"]) and summary["metrics"].endswith("json")
@@ -97,6 +99,7 @@ def test_the_summary_is_the_last_thing_printed_and_agrees_with_metrics_json(
     assert not [line for line in lines if "absl" in line or "cpu_feature_guard" in line]
 
 
+@pytest.mark.slow
 def test_result_files_follow_the_umask(tmp_path: Path) -> None:
     """A teammate, or another user of a shared volume, can read what a run writes."""
     run_dir = tmp_path / "run"
@@ -112,6 +115,7 @@ def test_result_files_follow_the_umask(tmp_path: Path) -> None:
     assert modes == dict.fromkeys(modes, "0o664")
 
 
+@pytest.mark.slow
 def test_crossval_without_an_optimized_metric(tmp_path: Path) -> None:
     result = run_module(
         "crossval", *SHORT, "data.folds=2", "optimized_metric=null", f"hydra.run.dir={tmp_path}"

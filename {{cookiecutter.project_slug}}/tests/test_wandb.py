@@ -24,6 +24,7 @@ def offline_run(run_dir: Path) -> Path:
     return runs[0]
 
 
+@pytest.mark.slow
 def test_no_api_key_falls_back_to_offline(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     result = run_module(
@@ -61,6 +62,7 @@ def test_unreachable_server_falls_back_and_hides_the_key(tmp_path: Path) -> None
             assert FAKE_KEY.encode() not in path.read_bytes(), path
 
 
+@pytest.mark.slow
 def test_wandb_s_own_lines_come_back_when_asked_for(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     result = run_module(

@@ -26,8 +26,10 @@ sys.path.insert(0, str(ROOT / "src"))
 from gpu_common import Row, arguments, config, gpu_busy, print_table, sources  # noqa: E402
 from hydra.utils import instantiate  # noqa: E402
 
-from {{ cookiecutter.package_name }} import batches, fit, loop, runtime, tracking  # noqa: E402
-from {{ cookiecutter.package_name }}.signals import GracefulStop  # noqa: E402
+from {{ cookiecutter.package_name }}.data import batches  # noqa: E402
+from {{ cookiecutter.package_name }}.tracking import trackers  # noqa: E402
+from {{ cookiecutter.package_name }}.training import fit, loop, runtime  # noqa: E402
+from {{ cookiecutter.package_name }}.training.signals import GracefulStop  # noqa: E402
 
 
 def timed_epochs(run_epoch, epochs: int, device: torch.device) -> tuple[float, list[float]]:
@@ -78,7 +80,7 @@ def bare(cfg, splits, rt, compiled: bool, epochs: int) -> tuple[float, list[floa
 def trainer(cfg, splits, rt, epochs: int) -> tuple[float, list[float]]:
     """The project's Trainer, built as fit.py builds it; epochs timed one by one."""
     with tempfile.TemporaryDirectory() as run_dir:
-        tracker = tracking.start(Path(run_dir), {}, {}, enabled=True)
+        tracker = trackers.start(Path(run_dir), {}, {}, enabled=True)
         made = loop.Trainer(fit.parts(cfg, splits, {}), rt, tracker, Path(run_dir) / "ckpt")
         seconds: list[float] = []
         busy: list[float] = []

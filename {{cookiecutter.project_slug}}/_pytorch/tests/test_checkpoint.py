@@ -8,7 +8,7 @@ import pytest
 import torch
 from conftest import kill_mid_save
 
-from {{ cookiecutter.package_name }} import checkpoint, storage
+from {{ cookiecutter.package_name }}.training import checkpoint, storage
 
 
 class ExplodesWhenPickled:
@@ -30,7 +30,7 @@ def test_process_killed_mid_save_leaves_a_readable_checkpoint(tmp_path: Path) ->
     path = tmp_path / checkpoint.LAST
     script = (
         "import itertools, sys, torch\n"
-        "from {{ cookiecutter.package_name }} import checkpoint\n"
+        "from {{ cookiecutter.package_name }}.training import checkpoint\n"
         "from pathlib import Path\n"
         "blob = torch.randn(4_000_000)\n"
         "for step in itertools.count():\n"

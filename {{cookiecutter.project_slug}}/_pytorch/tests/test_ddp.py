@@ -11,7 +11,8 @@ import pytest
 from conftest import PACKAGE, PROJECT_ROOT, SHORT, project_env, read_metrics
 from helpers.datasets import numbered_shards
 
-from {{ cookiecutter.package_name }} import checkpoint, shards
+from {{ cookiecutter.package_name }}.data.shards.index import Index
+from {{ cookiecutter.package_name }}.training import checkpoint
 
 
 def torchrun(
@@ -86,7 +87,7 @@ def test_two_ddp_ranks_train_on_disjoint_samples_whose_union_is_the_epoch(tmp_pa
     overlap and together are the epoch (less the remainder a rank count leaves, dropped so that
     ranks step in lockstep), in an order that changes with the epoch."""
     source = numbered_shards(tmp_path)
-    train_size = sum(shard.rows for shard in shards.Index.read(str(source)).splits["train"])
+    train_size = sum(shard.rows for shard in Index.read(str(source)).splits["train"])
     done = torchrun(
         tmp_path / "run",
         "data=shards", f"data.source={source}", "data.num_workers=2", "data.batch_size=4",

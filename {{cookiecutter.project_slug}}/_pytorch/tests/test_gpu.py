@@ -19,7 +19,7 @@ from conftest import (
     train,
 )
 
-from {{ cookiecutter.package_name }} import checkpoint
+from {{ cookiecutter.package_name }}.training import checkpoint
 
 CUDA = ["trainer.device=cuda", "logger=jsonl"]
 

@@ -12,7 +12,7 @@ import pytest
 from conftest import PROJECT_ROOT, SHORT, project_env, read_metrics, train
 from helpers import services
 
-from {{ cookiecutter.package_name }}.cluster import Cluster
+from {{ cookiecutter.package_name }}.cluster.nodes import Cluster
 from {{ cookiecutter.package_name }}.launch import command
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from conftest import SHORT, train
 
-from {{ cookiecutter.package_name }} import checkpoint
+from {{ cookiecutter.package_name }}.training import checkpoint
 
 
 def test_grad_accumulation_clipping_and_precision(tmp_path: Path) -> None:

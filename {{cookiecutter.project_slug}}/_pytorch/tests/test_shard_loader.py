@@ -1,5 +1,6 @@
 """PyTorch's DataLoader over shards, with worker processes: it hands out the epoch's order
-(shards.py's), two DDP ranks split it without overlap, and a resume goes on from the next batch."""
+(data/shards/stream.py's), two DDP ranks split it without overlap, and a resume goes on from the
+next batch."""
 
 from __future__ import annotations
 
@@ -7,14 +8,14 @@ from pathlib import Path
 
 from helpers.datasets import numbered_shards, numbers
 
-from {{ cookiecutter.package_name }} import shards
-from {{ cookiecutter.package_name }}.batches import epoch_sampler, make_loader
+from {{ cookiecutter.package_name }}.data.batches import epoch_sampler, make_loader
+from {{ cookiecutter.package_name }}.data.shards.stream import ShardSplit, load_splits
 
 
 def test_two_workers_hand_out_the_epochs_order_and_two_ranks_split_it(tmp_path: Path) -> None:
     root = numbered_shards(tmp_path)
-    split = shards.load_splits(str(root), 2, 2, str(tmp_path / "cache"), 1.0).train
-    assert isinstance(split, shards.ShardSplit)
+    split = load_splits(str(root), 2, 2, str(tmp_path / "cache"), 1.0).train
+    assert isinstance(split, ShardSplit)
     seen = []
     for rank in (0, 1):
         loader = make_loader(split, 4, shuffle=True, seed=5, rank=rank, world_size=2)

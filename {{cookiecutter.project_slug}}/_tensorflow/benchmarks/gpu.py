@@ -30,8 +30,10 @@ import tensorflow as tf  # noqa: E402
 from gpu_common import Row, arguments, config, gpu_busy, print_table, sources  # noqa: E402
 from hydra.utils import instantiate  # noqa: E402
 
-from {{ cookiecutter.package_name }} import batches, fit, loop, runtime, tracking  # noqa: E402
-from {{ cookiecutter.package_name }}.signals import GracefulStop  # noqa: E402
+from {{ cookiecutter.package_name }}.data import batches  # noqa: E402
+from {{ cookiecutter.package_name }}.tracking import trackers  # noqa: E402
+from {{ cookiecutter.package_name }}.training import fit, loop, runtime  # noqa: E402
+from {{ cookiecutter.package_name }}.training.signals import GracefulStop  # noqa: E402
 
 
 def bare(cfg, splits, compiled: bool, epochs: int, on_gpu: bool) -> tuple[float, list[float]]:
@@ -91,7 +93,7 @@ def trainer(cfg, splits, rt, on_gpu: bool) -> tuple[float, list[float]]:
     (its epoch ends before the project's validation runs)."""
     timer = EpochTimes(on_gpu)
     with tempfile.TemporaryDirectory() as run_dir:
-        tracker = tracking.start(Path(run_dir), {}, {}, enabled=True)
+        tracker = trackers.start(Path(run_dir), {}, {}, enabled=True)
         made = loop.Trainer(fit.parts(cfg, splits, {}), rt, tracker, Path(run_dir) / "ckpt")
         callbacks_of = made._callbacks
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from {{ cookiecutter.package_name }}.loop import build_optimizer
+from {{ cookiecutter.package_name }}.training.loop import build_optimizer
 
 
 def build(cfg: DictConfig) -> None:

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from conftest import kill_mid_save
 
-from {{ cookiecutter.package_name }} import checkpoint, storage
-from {{ cookiecutter.package_name }}.checkpoint import BestCheckpoint
+from {{ cookiecutter.package_name }}.training import checkpoint, storage
+from {{ cookiecutter.package_name }}.training.checkpoint import BestCheckpoint
 
 
 def small_model(seed: int) -> keras.Model:
@@ -93,7 +93,7 @@ def test_process_killed_mid_save_leaves_a_readable_checkpoint(tmp_path: Path) ->
     path = tmp_path / checkpoint.LAST
     script = (
         "import itertools, sys, keras\n"
-        "from {{ cookiecutter.package_name }} import checkpoint\n"
+        "from {{ cookiecutter.package_name }}.training import checkpoint\n"
         "from pathlib import Path\n"
         "model = keras.Sequential([keras.Input((2000,)), keras.layers.Dense(2000)])\n"
         "for step in itertools.count():\n"

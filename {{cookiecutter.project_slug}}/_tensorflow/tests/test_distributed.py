@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import PROJECT_ROOT, SHORT, module_command, project_env, read_metrics, train
 
-from {{ cookiecutter.package_name }} import checkpoint
+from {{ cookiecutter.package_name }}.training import checkpoint
 
 RUN_FILES = [".hydra", "checkpoints", "config.yaml", "debug.log", "metrics.json", "metrics.jsonl"]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import project_env, read_metrics, train
 
-from {{ cookiecutter.package_name }} import checkpoint
+from {{ cookiecutter.package_name }}.training import checkpoint
 
 
 @pytest.mark.gpu

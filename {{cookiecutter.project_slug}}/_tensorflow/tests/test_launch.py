@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from conftest import SHORT, read_metrics, run_module
 
-from {{ cookiecutter.package_name }}.cluster import Cluster, ClusterError
+from {{ cookiecutter.package_name }}.cluster.nodes import Cluster, ClusterError
 from {{ cookiecutter.package_name }}.launch import tf_config
 
 
@@ -22,6 +22,7 @@ def test_every_node_is_a_worker_and_the_first_the_chief() -> None:
         tf_config(Cluster("azureml", 2, 1, "10.0.0.4", 6105))
 
 
+@pytest.mark.slow
 def test_a_one_node_launch_trains(tmp_path) -> None:
     done = run_module("launch", *SHORT, f"hydra.run.dir={tmp_path / 'run'}")
     assert done.returncode == 0, done.stdout

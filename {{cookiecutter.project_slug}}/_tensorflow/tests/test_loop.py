@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import PROJECT_ROOT, SHORT, project_env, read_metrics, run_module, train
 
-from {{ cookiecutter.package_name }} import checkpoint
+from {{ cookiecutter.package_name }}.training import checkpoint
 
 
 def test_grad_accumulation_clipping_and_precision(tmp_path: Path) -> None:
@@ -40,6 +40,7 @@ def test_xla_compiled_run_trains_and_evaluates_uncompiled(tmp_path: Path) -> Non
     assert scored["test/accuracy"] == pytest.approx(read_metrics(tmp_path)["test/accuracy"])
 
 
+@pytest.mark.slow
 def test_steps_leave_their_loss_and_metrics_on_the_device(tmp_path: Path) -> None:
     """Keras copies every step's logs to the host unless its callbacks take them as tensors; the
     copies left are one per epoch's end (and training's), with the bar on and logging past the

@@ -1,5 +1,6 @@
-"""tf.data over shards, with reading threads: it hands out the epoch's order (shards.py's), a
-resume goes on from the next batch, and evaluation reads every sample once."""
+"""tf.data over shards, with reading threads: it hands out the epoch's order (that of
+data/shards/stream.py), a resume goes on from the next batch, and evaluation reads every sample
+once."""
 
 from __future__ import annotations
 
@@ -7,17 +8,17 @@ from pathlib import Path
 
 from helpers.datasets import numbered_shards, numbers
 
-from {{ cookiecutter.package_name }} import shards
-from {{ cookiecutter.package_name }}.batches import eval_dataset, train_dataset
+from {{ cookiecutter.package_name }}.data.batches import eval_dataset, train_dataset
+from {{ cookiecutter.package_name }}.data.shards.stream import ShardSplit, load_splits
 
 
 def test_readers_hand_out_the_epochs_order_and_a_resume_goes_on_from_the_next_batch(
     tmp_path: Path,
 ) -> None:
     root = numbered_shards(tmp_path)
-    splits = shards.load_splits(str(root), 2, 3, str(tmp_path / "cache"), 1.0)
+    splits = load_splits(str(root), 2, 3, str(tmp_path / "cache"), 1.0)
     train = splits.train
-    assert isinstance(train, shards.ShardSplit)
+    assert isinstance(train, ShardSplit)
     per_epoch = -(-len(train) // 4)
     epoch = {e: numbers(train.batches(4, epoch=e, seed=5, shuffle=True)) for e in (3, 4)}
     stream = train_dataset(train, 4, 5, range(3, 5), skip_batches=5)

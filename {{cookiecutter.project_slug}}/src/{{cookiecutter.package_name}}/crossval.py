@@ -12,15 +12,17 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from . import jobs, outputs
-from .data import kfold_splits
-from .fit import fit_and_test
+from .config import command
+from .data.sources import kfold_splits
+from .training import outputs
 
 log = logging.getLogger(__name__)
 
 
 def crossval(cfg: DictConfig) -> dict[str, Any]:
-    with jobs.job(cfg.trainer.device) as (rt, run_dir):
+    from .training.fit import fit_and_test  # the framework: once the command line is checked
+
+    with command.job(cfg.trainer.device) as (rt, run_dir):
         folds = kfold_splits(
             cfg.data.source,
             cfg.data.folds,
@@ -30,9 +32,10 @@ def crossval(cfg: DictConfig) -> dict[str, Any]:
         )
         scores = []
         for index, splits in enumerate(folds):
-            log.info("fold %d/%d", index + 1, len(folds))
+            folder = run_dir / f"fold_{index}"
+            log.info("fold %d of %d, in %s", index + 1, len(folds), folder.name)
             # Each fold is scored on its held-out part, whatever `test` says.
-            fold = fit_and_test(cfg, rt, splits, run_dir / f"fold_{index}", test=True)
+            fold = fit_and_test(cfg, rt, splits, folder, test=True)
             scores.append({"accuracy": fold["test/accuracy"], "loss": fold["test/loss"]})
     if not rt.is_main:  # only rank 0 scores the held-out folds
         return {}
@@ -58,4 +61,4 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
-    jobs.run("crossval", main)
+    command.run("crossval", main)

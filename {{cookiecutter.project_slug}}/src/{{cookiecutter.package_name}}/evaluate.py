@@ -12,16 +12,20 @@ from pathlib import Path
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from . import checkpoint, jobs, outputs, storage
-from .data import load
-from .schema import SplitName
-from .scoring import evaluate_split, load_trained
+from .config import command
+from .config.schema import SplitName
+from .data.sources import load
+from .training import outputs, storage
 
 log = logging.getLogger(__name__)
 
 
 def evaluate(cfg: DictConfig) -> dict[str, float]:
     """Score the checkpoint at `cfg.ckpt_path` on one split; writes metrics.json."""
+    # The framework: once the command line is checked.
+    from .training import checkpoint
+    from .training.scoring import evaluate_split, load_trained
+
     split = SplitName(cfg.split).value
     path = storage.resolve(cfg.ckpt_path, checkpoint.BEST)
     state = checkpoint.load(path)
@@ -47,4 +51,4 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    jobs.run("evaluate", main)
+    command.run("evaluate", main)

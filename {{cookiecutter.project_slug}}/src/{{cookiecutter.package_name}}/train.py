@@ -1,7 +1,8 @@
 """Train a model: `python -m PACKAGE.train [hydra overrides]`, on one device or several.
 
-Reads top to bottom: check the command line, load the data, hand it to fit.py (which builds the
-model, optimizer and tracker, trains, tests the best checkpoint and writes metrics.json).
+Reads top to bottom: check the command line, load the data, hand it to training/fit.py (which
+builds the model, optimizer and tracker, trains, tests the best checkpoint and writes
+metrics.json).
 Re-running with the same `hydra.run.dir` resumes from that directory's last checkpoint.
 """
 
@@ -11,14 +12,15 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from . import jobs
-from .data import load
-from .fit import fit_and_test
+from .config import command
+from .data.sources import load
 
 
 def train(cfg: DictConfig) -> dict[str, Any]:
     """One training run in the Hydra run directory; returns validation and test metrics."""
-    with jobs.job(cfg.trainer.device) as (rt, run_dir):
+    from .training.fit import fit_and_test  # the framework: once the command line is checked
+
+    with command.job(cfg.trainer.device) as (rt, run_dir):
         splits = load(cfg.data)
         return fit_and_test(cfg, rt, splits, run_dir)
 
@@ -30,4 +32,4 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
-    jobs.run("train", main)
+    command.run("train", main)

@@ -12,13 +12,13 @@ SPLIT = {"val_fraction": 0.15, "test_fraction": 0.15, "split_seed": 1234}
 def numbered_shards(folder: Path, samples: int = 203, per_shard: int = 7) -> Path:
     """Prepared shards of `samples` samples whose one feature is their number (labels 0, 1, 2),
     `per_shard` to a shard."""
-    from {{ cookiecutter.package_name }} import prepare
+    from {{ cookiecutter.package_name }}.data.shards.writer import prepare
 
     source = folder / "numbered.npz"
     x = np.arange(samples, dtype=np.float32).reshape(samples, 1)
     np.savez(source, x=x, y=np.arange(samples) % 3)
     dest = folder / "numbered"
-    prepare.prepare(str(source), str(dest), shard_mb=per_shard * 4 / 1e6, **SPLIT)  # 4 bytes each
+    prepare(str(source), str(dest), shard_mb=per_shard * 4 / 1e6, **SPLIT)  # 4 bytes each
     return dest
 
 

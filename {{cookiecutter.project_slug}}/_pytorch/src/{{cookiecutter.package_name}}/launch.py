@@ -1,7 +1,7 @@
 """`python -m {{ cookiecutter.package_name }}.launch [overrides]`: train on every node of a managed job.
 
 The image's entrypoint on SageMaker, Vertex AI, Azure ML and SkyPilot: it reads which node this
-is (cluster.py) and starts torchrun with the node count, this node's rank, the first node's
+is (cluster/nodes.py) and starts torchrun with the node count, this node's rank, the first node's
 address and one process per GPU (one on a CPU machine), each running train.py with the
 overrides. On one node it is `torchrun --standalone`, as `invoke train --gpus N` runs here.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 import sys
 
-from .cluster import Cluster, ClusterError, detect
-from .jobs import prepare_node
+from .cluster.nodes import Cluster, ClusterError, detect
+from .config.command import prepare_node
 
 PACKAGE = __package__ or "{{ cookiecutter.package_name }}"
 

@@ -12,7 +12,7 @@ import os
 import runpy
 from pathlib import Path
 
-from {{ cookiecutter.package_name }}.loop import Trainer
+from {{ cookiecutter.package_name }}.training.loop import Trainer
 
 PACKAGE = "{{ cookiecutter.package_name }}"
 

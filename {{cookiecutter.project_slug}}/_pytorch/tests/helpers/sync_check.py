@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from {{ cookiecutter.package_name }}.loop import Trainer
+from {{ cookiecutter.package_name }}.training.loop import Trainer
 
 PACKAGE = "{{ cookiecutter.package_name }}"
 checked = 0

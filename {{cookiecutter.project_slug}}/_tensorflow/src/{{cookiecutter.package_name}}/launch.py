@@ -1,7 +1,7 @@
 """`python -m {{ cookiecutter.package_name }}.launch [overrides]`: train on every node of a managed job.
 
 The image's entrypoint on SageMaker, Vertex AI, Azure ML and SkyPilot: it reads which node this
-is (cluster.py), writes TF_CONFIG for MultiWorkerMirroredStrategy (one worker per node, using
+is (cluster/nodes.py), writes TF_CONFIG for MultiWorkerMirroredStrategy (one worker per node, using
 every GPU of its node) and runs train.py with the overrides. A TF_CONFIG the service set itself
 (Azure ML, Vertex AI) is kept as it is; on one node nothing is set.
 """
@@ -12,8 +12,8 @@ import json
 import os
 import sys
 
-from .cluster import Cluster, ClusterError, detect
-from .jobs import prepare_node
+from .cluster.nodes import Cluster, ClusterError, detect
+from .config.command import prepare_node
 
 PACKAGE = __package__ or "{{ cookiecutter.package_name }}"
 WORKER_PORT = 2222  # each worker's gRPC port, where the service gives none

@@ -1,0 +1,191 @@
+"""Where and how this process runs: device, precision, seeds, determinism and torchrun's
+process group."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from ..config.schema import Device, Precision
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """This process's place in the job: one process, or one rank of a torchrun job."""
+
+    device: torch.device
+    rank: int = 0
+    world_size: int = 1
+
+    @property
+    def is_main(self) -> bool:
+        """Only the main process logs, writes checkpoints and writes outputs."""
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+
+def pick_device(choice: str | Device, local_rank: int = 0) -> torch.device:
+    """`auto` prefers CUDA, then Apple's MPS, then the CPU."""
+    name = Device(choice).value
+    if name == "auto":
+        if torch.cuda.is_available():
+            name = "cuda"
+        elif torch.backends.mps.is_available():
+            name = "mps"
+        else:
+            name = "cpu"
+    if name == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError("trainer.device=cuda but no CUDA GPU is visible")
+        torch.cuda.set_device(local_rank)
+        return torch.device("cuda", local_rank)
+    return torch.device(name)
+
+
+def autocast_dtype(choice: str | Precision, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype for `trainer.precision`; None means full fp32."""
+    precision = Precision(choice).value
+    if precision == "mixed":
+        if device.type == "cuda":
+            precision = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+        else:
+            precision = "fp16" if device.type == "mps" else "bf16"
+    return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+
+
+def autocast(device: torch.device, dtype: torch.dtype | None) -> AbstractContextManager:
+    """Autocast to `dtype`; with None, nothing (cheaper than a disabled autocast every step)."""
+    return nullcontext() if dtype is None else torch.autocast(device.type, dtype=dtype)
+
+
+def wrap(model: nn.Module, runtime: Runtime, compile_model: bool) -> nn.Module:
+    """What training steps run through: `model` under DDP in a job of several processes, and
+    compiled when asked. State dicts still come from the plain `model`."""
+    net = model
+    if runtime.distributed:
+        device_ids = [runtime.device.index] if runtime.device.type == "cuda" else None
+        net = DistributedDataParallel(net, device_ids=device_ids)
+    if compile_model:
+        net = torch.compile(net)  # type: ignore[assignment]
+    return net
+
+
+def process_rank() -> int:
+    """This process's rank as torchrun set it (0 when run on its own), before any setup."""
+    return int(os.environ.get("RANK", "0"))
+
+
+def start(device: str) -> Runtime:
+    """Join torchrun's process group when launched by torchrun; otherwise run as one process."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    chosen = pick_device(device, local_rank)
+    if world_size == 1:
+        return Runtime(chosen)
+    backend = "nccl" if chosen.type == "cuda" else "gloo"
+    dist.init_process_group(backend=backend)
+    runtime = Runtime(chosen, rank=dist.get_rank(), world_size=dist.get_world_size())
+    log.info("DDP: rank %d of %d on %s (%s)", runtime.rank, world_size, chosen, backend)
+    return runtime
+
+
+def stop(runtime: Runtime) -> None:
+    if runtime.distributed and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def seed_everything(seed: int, deterministic: bool) -> None:
+    """Seed Python, NumPy and torch; in deterministic mode also pin kernels that have a choice."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    if deterministic:
+        # cuBLAS needs a fixed workspace to be deterministic; set before the first CUDA call.
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True)
+        torch.backends.cudnn.benchmark = False
+    else:
+        torch.backends.cudnn.benchmark = True
+
+
+def rng_state() -> dict:
+    """Every random generator's state, to store in a checkpoint."""
+    state = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def broadcast(path: str | Path | None, runtime: Runtime) -> Path | None:
+    """Rank 0's path (or None) on every rank: the run directory, the checkpoint to resume."""
+    box = [None if path is None else str(path)]
+    if runtime.distributed:
+        dist.broadcast_object_list(box, src=0)
+    return None if box[0] is None else Path(box[0])
+
+
+class StopVote:
+    """Whether any rank was asked to stop, agreed on without making the host wait for the GPU.
+
+    One process reads its own flag every step. Under DDP, every `every` steps each rank starts a
+    non-blocking all-reduce of its flag over a CPU (gloo) group and reads the one it started
+    `every` steps before, long finished: all ranks read the same votes at the same step, so they
+    stop together, at most 2 x `every` steps after the signal.
+    """
+
+    def __init__(self, runtime: Runtime, every: int) -> None:
+        self.every = every
+        # Its own CPU group: a flag on the GPU would make `.item()` wait for every queued step.
+        self._group = dist.new_group(backend="gloo") if runtime.distributed else None
+        self._pending: tuple[Any, torch.Tensor] | None = None
+
+    def __call__(self, flag: bool, step: int) -> bool:
+        if self._group is None:
+            return flag
+        if step % self.every:
+            return False
+        agreed = False
+        if self._pending is not None:
+            work, vote = self._pending
+            work.wait()
+            agreed = bool(vote.item())
+        self._pending = None
+        if not agreed:
+            vote = torch.tensor([int(flag)], dtype=torch.int32)
+            work = dist.all_reduce(vote, op=dist.ReduceOp.MAX, group=self._group, async_op=True)
+            self._pending = (work, vote)
+        return agreed
+
+    def close(self) -> None:
+        """Finish the vote in flight (every rank has one, from the same step)."""
+        if self._pending is not None:
+            self._pending[0].wait()
+            self._pending = None

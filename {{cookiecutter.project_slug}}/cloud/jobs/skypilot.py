@@ -1,0 +1,102 @@
+"""SkyPilot managed jobs (invoke train --cloud=aws|gcp|azure --backend=skypilot): one task file,
+launched with `sky jobs launch`, for teams that already run SkyPilot.
+
+SkyPilot's jobs controller starts the nodes, relaunches a preempted spot job and tears it all
+down at the end. The image runs as the task's runtime (`image_id: docker:...`), each node runs
+the launcher (SKYPILOT_NODE_RANK, SKYPILOT_NODE_IPS), and the run folder is the run's bucket
+prefix mounted at /outputs, so a relaunched job resumes from its last checkpoint.
+Facts: ../shared facts on engines (SkyPilot 0.14.1's task schema and environment).
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import TYPE_CHECKING, Any
+
+from ..catalog import service_name
+from ..commands import CloudError, Commands
+from ..plan import Plan
+
+if TYPE_CHECKING:
+    from .common import Distribution
+
+MOUNT = "/outputs"
+SPEC = "skypilot-task.yaml"
+FORMAT = "yaml"
+STATES = {  # `sky jobs queue` status -> how a VM run's status.json says it
+    "PENDING": "pending",
+    "SUBMITTED": "pending",
+    "STARTING": "pending",
+    "RUNNING": "running",
+    "RECOVERING": "running",
+    "CANCELLING": "stopping",
+    "SUCCEEDED": "finished",
+    "CANCELLED": "stopped",
+    "FAILED": "failed",
+    "FAILED_SETUP": "failed",
+    "FAILED_PRECHECKS": "failed",
+    "FAILED_NO_RESOURCE": "failed",
+    "FAILED_CONTROLLER": "failed",
+}
+
+
+def run_dir(bucket: str) -> str:
+    del bucket
+    return f"{MOUNT}/run"
+
+
+def check(plan: Plan) -> None:
+    assert plan.offer is not None
+    service_name("skypilot_accelerator", plan.offer.gpu)
+
+
+def spec(
+    plan: Plan, environment: dict[str, str], distribution: Distribution, cmd: Commands
+) -> dict[str, Any]:
+    """The task of the plan: the catalog's machine, the image by digest, the bucket mounted."""
+    del distribution, cmd
+    assert plan.offer is not None
+    accelerator = service_name("skypilot_accelerator", plan.offer.gpu)
+    resources: dict[str, Any] = {
+        "infra": f"{plan.cloud}/{plan.region}" if plan.region else plan.cloud,
+        # The GPUs, not the catalog's machine: SkyPilot's optimizer picks the cheapest machine
+        # with them (and prints its price before it launches).
+        "accelerators": f"{accelerator}:{plan.offer.count}",
+        "use_spot": plan.spot,
+        "image_id": f"docker:{plan.image}",
+        "disk_size": 200,
+        # A preempted spot job is relaunched in the next region with capacity; a job that
+        # fails in its own code is not rerun.
+        "job_recovery": {"strategy": "EAGER_NEXT_REGION", "max_restarts_on_errors": 0},
+        "labels": plan.labels,
+    }
+    return {
+        "name": plan.job,
+        "num_nodes": plan.nodes,
+        "resources": resources,
+        "envs": environment,
+        "file_mounts": {MOUNT: {"source": f"{plan.bucket}/outputs", "mode": "MOUNT"}},
+        "run": shlex.join(plan.container),
+    }
+
+
+def submit(plan: Plan, path: str, cmd: Commands) -> dict[str, Any]:
+    cmd.run(["sky", "jobs", "launch", "--yes", "--detach-run", "--name", plan.job, path])
+    return {"job": plan.job}
+
+
+def describe(settings: dict[str, Any], record: dict[str, Any], cmd: Commands) -> dict[str, Any]:
+    """The job's row of `sky jobs queue` (a table: ID, TASK, NAME, ..., STATUS)."""
+    del settings
+    listing = cmd.run(["sky", "jobs", "queue"], quiet=True)
+    for line in listing.stdout.splitlines():
+        words = line.split()
+        if record["job"] in words:
+            status = next((word for word in words if word in STATES), "?")
+            return {"state": STATES.get(status, "?"), "detail": status, "nodes": None}
+    raise CloudError(f"sky jobs queue lists no job {record['job']} (sky jobs queue --all-users?)")
+
+
+def cancel(settings: dict[str, Any], record: dict[str, Any], cmd: Commands) -> None:
+    del settings
+    cmd.run(["sky", "jobs", "cancel", "--yes", "--name", record["job"]])

@@ -1,0 +1,227 @@
+"""Azure: a plan as `az` command lines. Each run gets a resource group of its own, so deleting
+that group leaves nothing behind (VM, disk, network card, IP); Azure Container Registry holds the
+image, Blob Storage the outputs, Key Vault the secrets, a user-assigned managed identity is the
+VM's identity."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from ..commands import CloudError, Commands
+from ..plan import LABEL_PREFIX, Plan
+
+
+def _az(*args: str) -> list[str]:
+    return ["az", *args, "--output", "json"]
+
+
+def registry_name(settings: dict[str, Any]) -> str:
+    """An ACR name from the project's: 5-50 letters and digits."""
+    return (re.sub(r"[^a-z0-9]", "", settings["project_name"].lower()) + "registry")[:50]
+
+
+def registry(settings: dict[str, Any]) -> str:
+    return f"{registry_name(settings)}.azurecr.io"
+
+
+def ensure_repository(settings: dict[str, Any], cmd: Commands) -> str:
+    name, group = registry_name(settings), settings["resource_group"]
+    found = cmd.run(_az("acr", "show", "--name", name, "--resource-group", group), check=False)
+    if found.returncode != 0 and not cmd.dry_run:
+        cmd.run(_az("group", "create", "--name", group, "--location", settings["location"]))
+        cmd.run(
+            _az(
+                "acr",
+                "create",
+                "--name",
+                name,
+                "--resource-group",
+                group,
+                "--sku",
+                "Basic",
+                "--tags",
+                f"{LABEL_PREFIX}-managed=true",
+            )
+        )
+    return f"{registry(settings)}/{settings['project_name']}"
+
+
+def docker_login(settings: dict[str, Any], cmd: Commands, docker: str) -> None:
+    del docker  # az acr login drives docker itself
+    cmd.run(["az", "acr", "login", "--name", registry_name(settings)])
+
+
+def ensure_bucket(settings: dict[str, Any], cmd: Commands) -> str:
+    if not settings.get("storage_account"):
+        raise CloudError(
+            "no Azure storage account for the run's outputs: set storage_account (and bucket = "
+            '"az://container") under [azure] in cloud.toml'
+        )
+    return settings["bucket"].rstrip("/")
+
+
+def tags(plan: Plan) -> list[str]:
+    return [f"{key}={value}" for key, value in plan.labels.items()]
+
+
+def create_commands(plan: Plan, script: str) -> list[list[str]]:
+    """The run's resource group, then `az vm create` in it; `script` is the custom data file."""
+    from ..catalog import vm_image
+
+    assert plan.offer is not None
+    settings, group = plan.settings, plan.run_id
+    if not settings.get("identity"):
+        raise CloudError(
+            "no managed identity for the VM: create a user-assigned identity with AcrPull on the "
+            "registry, Storage Blob Data Contributor on the storage account, Key Vault Secrets "
+            "User and Contributor on the runs' groups, and set identity = under [azure]"
+        )
+    vm = [
+        "az",
+        "vm",
+        "create",
+        "--resource-group",
+        group,
+        "--name",
+        plan.run_id,
+        "--location",
+        plan.region,
+        "--size",
+        plan.offer.machine,
+        "--image",
+        vm_image("azure")["urn"],
+        "--custom-data",
+        script,
+        "--assign-identity",
+        settings["identity"],
+        "--os-disk-size-gb",
+        "200",
+        "--os-disk-delete-option",
+        "Delete",
+        "--nic-delete-option",
+        "Delete",
+        "--nsg-rule",
+        "NONE",  # no inbound port opened
+        "--admin-username",
+        "trainer",
+        "--generate-ssh-keys",
+        "--tags",
+        *tags(plan),
+        "--output",
+        "json",
+    ]
+    if plan.zone:
+        vm += ["--zone", plan.zone]
+    if settings.get("subnet"):  # a shared network (its Bastion tunnels to --monitor VMs)
+        vm += ["--subnet", settings["subnet"]]
+    if plan.spot:
+        # Never evicted for price (you pay the spot price, at most the standard one); an evicted
+        # VM is deleted, not kept deallocated with its disk still billed.
+        vm += ["--priority", "Spot", "--max-price", "-1", "--eviction-policy", "Delete"]
+    group_create = _az(
+        "group", "create", "--name", group, "--location", plan.region, "--tags", *tags(plan)
+    )
+    return [group_create, vm]
+
+
+def zones(settings: dict[str, Any], cmd: Commands) -> list[str]:
+    """Azure's availability zones of a region, by number."""
+    return ["1", "2", "3"]
+
+
+def launch(plan: Plan, script: str, cmd: Commands) -> dict[str, Any]:
+    for command in create_commands(plan, script):
+        cmd.run(command, dry_answer="{}")
+    return {"resource_group": plan.run_id}
+
+
+def runs(settings: dict[str, Any], cmd: Commands) -> list[dict[str, Any]]:
+    done = cmd.run(_az("group", "list", "--tag", f"{LABEL_PREFIX}-managed=true"), dry_answer="[]")
+    found = []
+    for group in json.loads(done.stdout or "[]"):
+        labels = group.get("tags") or {}
+        found.append(
+            {
+                "run": labels.get(f"{LABEL_PREFIX}-run", group["name"]),
+                "id": group["name"],
+                "resource_group": group["name"],
+                "state": group.get("properties", {}).get("provisioningState", "").lower(),
+                "deadline": labels.get(f"{LABEL_PREFIX}-deadline", ""),
+            }
+        )
+    return found
+
+
+def delete(settings: dict[str, Any], record: dict[str, Any], cmd: Commands) -> None:
+    group = record.get("resource_group") or record.get("id") or record["run"]  # the run's group
+    cmd.run(["az", "group", "delete", "--name", str(group), "--yes", "--no-wait"])
+
+
+def read_text(uri: str, settings: dict[str, Any], cmd: Commands) -> str | None:
+    container, _, blob = uri.removeprefix("az://").partition("/")
+    done = cmd.run(
+        [
+            "az",
+            "storage",
+            "blob",
+            "download",
+            "--auth-mode",
+            "login",
+            "--account-name",
+            settings["storage_account"],
+            "--container-name",
+            container,
+            "--name",
+            blob,
+            "--file",
+            "/dev/stdout",
+            "--no-progress",
+            "--only-show-errors",
+        ],
+        check=False,
+        quiet=True,
+    )
+    return done.stdout if done.returncode == 0 else None
+
+
+def copy_up(local: str, uri: str, settings: dict[str, Any], cmd: Commands) -> None:
+    """A file, or a folder's files, to the container."""
+    container, _, prefix = uri.removeprefix("az://").partition("/")
+    account = ["--auth-mode", "login", "--account-name", settings["storage_account"]]
+    if Path(local).is_dir():
+        cmd.run(
+            [
+                "az",
+                "storage",
+                "blob",
+                "upload-batch",
+                *account,
+                "--destination",
+                container,
+                "--destination-path",
+                prefix,
+                "--source",
+                local,
+                "--overwrite",
+            ]
+        )
+    else:
+        cmd.run(
+            [
+                "az",
+                "storage",
+                "blob",
+                "upload",
+                *account,
+                "--container-name",
+                container,
+                "--name",
+                prefix,
+                "--file",
+                local,
+                "--overwrite",
+            ]
+        )

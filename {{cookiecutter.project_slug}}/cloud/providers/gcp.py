@@ -1,0 +1,232 @@
+"""Google Cloud: a plan as `gcloud` command lines. Compute Engine for the VM (spot or standard,
+deleted when preempted or past its run duration), Artifact Registry for the image, Cloud Storage
+for the outputs, Secret Manager for secrets, a service account as the VM's identity."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..commands import CloudError, Commands
+from ..plan import LABEL_PREFIX, Plan
+
+DISK_GB = 200
+
+
+def _gcloud(settings: dict[str, Any], *args: str) -> list[str]:
+    return ["gcloud", *args, f"--project={settings['project']}", "--format=json"]
+
+
+def need_project(settings: dict[str, Any]) -> None:
+    if not settings.get("project"):
+        raise CloudError(
+            "no Google Cloud project: gcloud config set project PROJECT, or project = ... "
+            "under [gcp] in cloud.toml"
+        )
+
+
+def ensure_repository(settings: dict[str, Any], cmd: Commands) -> str:
+    """The project's Artifact Registry repository (made on first use): host/project/repository."""
+    need_project(settings)
+    name, region = settings["project_name"], settings["region"]
+    found = cmd.run(
+        _gcloud(settings, "artifacts", "repositories", "describe", name, f"--location={region}"),
+        check=False,
+    )
+    if found.returncode != 0 and not cmd.dry_run:
+        cmd.run(
+            _gcloud(
+                settings,
+                "artifacts",
+                "repositories",
+                "create",
+                name,
+                "--repository-format=docker",
+                f"--location={region}",
+                f"--labels={LABEL_PREFIX}-managed=true",
+            )
+        )
+    return f"{registry(settings)}/{settings['project']}/{name}"
+
+
+def registry(settings: dict[str, Any]) -> str:
+    return f"{settings['region']}-docker.pkg.dev"
+
+
+def docker_login(settings: dict[str, Any], cmd: Commands, docker: str) -> None:
+    del docker  # gcloud writes the credential helper into docker's own config
+    cmd.run(["gcloud", "auth", "configure-docker", registry(settings), "--quiet"])
+
+
+def ensure_bucket(settings: dict[str, Any], cmd: Commands) -> str:
+    need_project(settings)
+    bucket = settings["bucket"].rstrip("/")
+    name = bucket.removeprefix("gs://").split("/", 1)[0]
+    found = cmd.run(
+        _gcloud(settings, "storage", "buckets", "describe", f"gs://{name}"), check=False
+    )
+    if found.returncode != 0 and not cmd.dry_run:
+        cmd.run(
+            _gcloud(
+                settings,
+                "storage",
+                "buckets",
+                "create",
+                f"gs://{name}",
+                f"--location={settings['region']}",
+                "--uniform-bucket-level-access",
+            )
+        )
+    return bucket
+
+
+def labels(plan: Plan) -> str:
+    return ",".join(f"{key}={value}" for key, value in plan.labels.items())
+
+
+def create_command(plan: Plan, script: str) -> list[str]:
+    """`gcloud compute instances create` for the plan; `script` is the startup-script file."""
+    from ..catalog import vm_image
+
+    assert plan.offer is not None
+    image = vm_image("gcp")
+    settings = plan.settings
+    # N1 hosts take the GPU as an accelerator; g2, a2 and a3 machine types have it built in.
+    accelerator = plan.offer.accelerator
+    attach = [f"--accelerator=type={accelerator},count={plan.offer.count}"] if accelerator else []
+    command = [
+        "gcloud",
+        "compute",
+        "instances",
+        "create",
+        plan.run_id,
+        f"--project={settings['project']}",
+        f"--zone={plan.zone}",
+        f"--machine-type={plan.offer.machine}",
+        *attach,
+        # GPUs cannot live-migrate: the VM stops for host maintenance instead.
+        "--maintenance-policy=TERMINATE",
+        f"--provisioning-model={'SPOT' if plan.spot else 'STANDARD'}",
+        # Preempted, or past --max-run-duration: deleted, with its disk, not left stopped.
+        "--instance-termination-action=DELETE",
+        f"--max-run-duration={int(plan.max_hours * 3600)}s",
+        f"--image-family={image['family']}",
+        f"--image-project={image['project']}",
+        f"--boot-disk-size={DISK_GB}GB",
+        "--metadata=install-nvidia-driver=True",
+        f"--metadata-from-file=startup-script={script}",
+        f"--labels={labels(plan)}",
+        "--scopes=cloud-platform",
+        "--format=json",
+    ]
+    if settings.get("service_account"):
+        command.append(f"--service-account={settings['service_account']}")
+    if plan.spot:
+        command.append("--no-restart-on-failure")
+    if plan.monitor:  # the IAP firewall rule admits tunnels to VMs with this tag
+        from ..vm.tunnels import NETWORK_TAG
+
+        command.append(f"--tags={NETWORK_TAG}")
+    return command
+
+
+def ensure_monitor_firewall(settings: dict[str, Any], cmd: Commands) -> None:
+    """The rule that lets IAP's TCP forwarding, and nothing else, reach the metrics ports."""
+    from ..vm.tunnels import FIREWALL_RULE, firewall_rule
+
+    found = cmd.run(
+        _gcloud(settings, "compute", "firewall-rules", "describe", FIREWALL_RULE), check=False
+    )
+    if found.returncode != 0 and not cmd.dry_run:
+        cmd.run(firewall_rule(settings))
+
+
+def quota_problem(plan: Plan, cmd: Commands) -> str | None:
+    """The region's GPU quota the run would exceed (NVIDIA_<GPU>_GPUS, PREEMPTIBLE_ for spot),
+    and how to raise it; None when it fits or cannot be read."""
+    assert plan.offer is not None
+    done = cmd.run(
+        _gcloud(plan.settings, "compute", "regions", "describe", plan.region),
+        check=False,
+        quiet=True,
+        dry_answer="{}",
+    )
+    if done.returncode != 0:
+        return None
+    gpu = (plan.offer.accelerator or f"nvidia-{plan.offer.gpu}").removeprefix("nvidia-tesla-")
+    metric = f"NVIDIA_{gpu.removeprefix('nvidia-').upper().replace('-', '_')}_GPUS"
+    metric = f"PREEMPTIBLE_{metric}" if plan.spot else metric
+    for quota in json.loads(done.stdout or "{}").get("quotas", []):
+        if quota.get("metric") == metric:
+            free = quota.get("limit", 0) - quota.get("usage", 0)
+            if free < plan.offer.count:
+                return (
+                    f"quota: {metric} in {plan.region} has {free:g} of {plan.offer.count} GPUs "
+                    "free: ask for more on the console's Quotas page (IAM & Admin > Quotas), "
+                    "filtered by that metric; GPUS_ALL_REGIONS may need raising too"
+                )
+    return None
+
+
+def zones(settings: dict[str, Any], cmd: Commands) -> list[str]:
+    """The region's zones the catalog lists, to try one after another for capacity."""
+    from ..catalog import load
+
+    region = settings["region"]
+    return [zone for zone in load()["clouds"]["gcp"].get("zones", []) if zone.startswith(region)]
+
+
+def launch(plan: Plan, script: str, cmd: Commands) -> dict[str, Any]:
+    if plan.monitor:
+        ensure_monitor_firewall(plan.settings, cmd)
+    need_project(plan.settings)
+    cmd.run(create_command(plan, script), dry_answer="[]")
+    return {"instance": plan.run_id, "zone": plan.zone}
+
+
+def runs(settings: dict[str, Any], cmd: Commands) -> list[dict[str, Any]]:
+    need_project(settings)
+    done = cmd.run(
+        _gcloud(
+            settings, "compute", "instances", "list", f"--filter=labels.{LABEL_PREFIX}-managed=true"
+        ),
+        dry_answer="[]",
+    )
+    found = []
+    for instance in json.loads(done.stdout or "[]"):
+        labels = instance.get("labels", {})
+        found.append(
+            {
+                "run": labels.get(f"{LABEL_PREFIX}-run", instance["name"]),
+                "id": instance["name"],
+                "zone": instance["zone"].rsplit("/", 1)[-1],
+                "state": instance["status"].lower(),
+                "machine": instance["machineType"].rsplit("/", 1)[-1],
+                "spot": instance.get("scheduling", {}).get("provisioningModel") == "SPOT",
+                "started": instance.get("creationTimestamp", ""),
+                "deadline": labels.get(f"{LABEL_PREFIX}-deadline", ""),
+            }
+        )
+    return found
+
+
+def delete(settings: dict[str, Any], record: dict[str, Any], cmd: Commands) -> None:
+    name = record.get("instance") or record.get("id") or record["run"]  # VMs bear the run's id
+    zone = record.get("zone") or settings["zone"]
+    cmd.run(
+        _gcloud(settings, "compute", "instances", "delete", str(name), f"--zone={zone}", "--quiet")
+    )
+
+
+def read_text(uri: str, settings: dict[str, Any], cmd: Commands) -> str | None:
+    done = cmd.run(["gcloud", "storage", "cat", uri], check=False, quiet=True)
+    return done.stdout if done.returncode == 0 else None
+
+
+def copy_up(local: str, uri: str, settings: dict[str, Any], cmd: Commands) -> None:
+    """A file, or a folder's files, to the bucket."""
+    if Path(local).is_dir():
+        cmd.run(["gcloud", "storage", "rsync", "--recursive", local, uri])
+    else:
+        cmd.run(["gcloud", "storage", "cp", local, uri])

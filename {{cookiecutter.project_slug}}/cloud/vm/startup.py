@@ -1,0 +1,71 @@
+"""cloud/vm/startup.sh with a run's values written in: the script a run's VM (or this machine, for
+--cloud=local) starts with. Only names and places go in; secrets are read on the VM."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from ..plan import Plan
+
+SCRIPT = Path(__file__).with_name("startup.sh")
+MARKER = "# --- the run's values: cloud/startup.py writes them here ---"
+# Where each cloud's VM asks for preemption notices and its own identity.
+METADATA_URL = {
+    "aws": "http://169.254.169.254",
+    "gcp": "http://metadata.google.internal",
+    "azure": "http://169.254.169.254",
+    "local": "",
+}
+
+
+def values(plan: Plan, registry: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The shell variables startup.sh reads, from the plan."""
+    settings = plan.settings
+    return {
+        "CLOUD": plan.cloud,
+        "RUN_ID": plan.run_id,
+        "IMAGE": plan.image,
+        "REGISTRY": registry,
+        "BUCKET": plan.bucket,
+        "MAX_SECONDS": str(int(plan.max_hours * 3600)),
+        "GPUS": str(plan.offer.count if plan.offer else 0),
+        "CONTAINER_ARGS": shlex.join(plan.container),
+        "SECRETS": plan.secret_names,
+        "METADATA_URL": settings.get("metadata_url", METADATA_URL[plan.cloud]),
+        "REGION": plan.region,
+        "ZONE": plan.zone,
+        "PROJECT": settings.get("project", ""),
+        "STORAGE_ACCOUNT": settings.get("storage_account", ""),
+        "KEY_VAULT": settings.get("key_vault", ""),
+        "IDENTITY": settings.get("identity", ""),
+        **_monitoring(plan),
+        **(extra or {}),
+    }
+
+
+def _monitoring(plan: Plan) -> dict[str, str]:
+    """--monitor: the trainer's port to publish, where to listen, each exporter's docker run."""
+    if not plan.monitor:
+        return {"MONITOR_PORT": "", "METRICS_BIND": "", "EXPORTERS": ""}
+    from . import exporters, tunnels
+
+    bind = tunnels.bind_address(plan.cloud)
+    gpus = plan.offer.count if plan.offer else 0
+    return {
+        "MONITOR_PORT": str(exporters.trainer_port()),
+        "METRICS_BIND": bind,
+        "EXPORTERS": "\n".join(exporters.docker_runs(plan.run_id, gpus, bind)),
+    }
+
+
+def render(plan: Plan, registry: str, extra: dict[str, str] | None = None) -> str:
+    """startup.sh with the run's values in place of its marker line."""
+    text = SCRIPT.read_text(encoding="utf-8")
+    if text.count(MARKER) != 1:
+        raise ValueError(f"{SCRIPT} needs exactly one line {MARKER!r}")
+    lines = [
+        f"{name}={shlex.quote(value)}" for name, value in values(plan, registry, extra).items()
+    ]
+    header = "\n".join(["# --- the run's values (cloud/startup.py) ---", *lines])
+    return text.replace(MARKER, header)

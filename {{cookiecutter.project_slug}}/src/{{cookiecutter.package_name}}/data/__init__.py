@@ -1,0 +1,1 @@
+"""Where a run's data comes from, and how it is split and batched."""

@@ -1,0 +1,79 @@
+"""What `invoke data.prepare` reads: the arrays of a `.npz` or `.csv` (read whole, as a run reads
+them), or a folder of images with one sub-folder per class (read one image at a time, so it may
+be far larger than memory)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..sources import load_arrays
+from ..splits import DataError
+from ..uris import is_local, local_path
+from .index import Layout
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp")
+
+
+@dataclass(frozen=True)
+class Source:
+    """Samples of a dataset: its layout and labels up front, its features one by one."""
+
+    layout: Layout
+    labels: np.ndarray
+    classes: list[str]
+    features: Any  # features(i) -> the i-th sample as an array of the layout
+
+
+def arrays_source(path: str) -> Source:
+    x, y = load_arrays(path)
+    classes = [str(c) for c in range(int(y.max()) + 1)] if len(y) else []
+    return Source(Layout(tuple(x.shape[1:]), "float32"), y, classes, lambda i: x[i])
+
+
+def images_source(folder: Path, size: tuple[int, int] | None) -> Source:
+    """One sub-folder per class (sorted names are the labels 0, 1, ...), images inside."""
+    try:
+        from PIL import Image
+    except ImportError:
+        raise DataError("reading images needs Pillow: pip install pillow") from None
+    classes = sorted(p.name for p in folder.iterdir() if p.is_dir())
+    files = [
+        (path, label)
+        for label, name in enumerate(classes)
+        for path in sorted((folder / name).iterdir())
+        if path.suffix.lower() in IMAGE_SUFFIXES
+    ]
+    if not files:
+        raise DataError(
+            f"{folder}: no images in sub-folders (one per class; {', '.join(IMAGE_SUFFIXES)})"
+        )
+    with Image.open(files[0][0]) as first:
+        width, height = size or first.size
+
+    def features(i: int) -> np.ndarray:
+        path = files[i][0]
+        with Image.open(path) as image:
+            rgb = image.convert("RGB")
+            if rgb.size != (width, height):
+                if size is None:
+                    raise DataError(
+                        f"{path} is {rgb.size[0]}x{rgb.size[1]}, the first image "
+                        f"{width}x{height}: give --image-size WxH to resize them all"
+                    )
+                rgb = rgb.resize((width, height))
+            return np.asarray(rgb, dtype=np.uint8).transpose(2, 0, 1)  # channels first
+
+    labels = np.array([label for _, label in files], dtype=np.int64)
+    return Source(Layout((3, height, width), "uint8", 1 / 255), labels, classes, features)
+
+
+def open_source(src: str, image_size: tuple[int, int] | None) -> Source:
+    if is_local(src) and local_path(src).is_dir():
+        return images_source(local_path(src), image_size)
+    if not src.endswith((".npz", ".csv")):
+        raise DataError(f"{src!r}: give a .npz, a .csv or a folder of images (one per class)")
+    return arrays_source(src)

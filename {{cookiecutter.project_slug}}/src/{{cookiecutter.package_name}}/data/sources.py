@@ -1,0 +1,101 @@
+"""Where a run's data comes from: the built-in digits, a file, or a prepared dataset.
+
+`data.source` is either `builtin:digits` (8x8 handwritten digits shipped in `datasets/`) or a
+path/URI (uris.py) to a `.npz` with arrays `x` and `y`, or a `.csv` whose last column is the
+integer label; both are read whole and split (splits.py). Data larger than memory is prepared
+into shards and streamed instead (`data=shards`, shards/); `load` picks by the data config.
+"""
+
+from __future__ import annotations
+
+import io
+from importlib import resources
+from typing import Any
+
+import numpy as np
+
+from .splits import DataError, Split, Splits, split, stratified_parts
+from .uris import read_bytes
+
+BUILTIN_PREFIX = "builtin:"
+BUILTIN_DATASETS = ("digits",)
+FILE_FORMATS = (".npz", ".csv")
+
+
+def load(data: Any) -> Splits:
+    """The splits a data config names: prepared shards (`data=shards`) or arrays read whole."""
+    s = getattr(data, "shards", None)  # absent from checkpoints made before shards existed
+    if s is not None:
+        from .shards import stream
+
+        return stream.load_splits(
+            data.source, s.shuffle_block, data.num_workers, s.cache_dir, s.cache_gb
+        )
+    return load_splits(data.source, data.val_fraction, data.test_fraction, data.split_seed)
+
+
+def load_arrays(source: str) -> tuple[np.ndarray, np.ndarray]:
+    """Read features and labels from a built-in dataset name or a path/URI."""
+    if source.startswith(BUILTIN_PREFIX):
+        return _load_builtin(source.removeprefix(BUILTIN_PREFIX))
+    if not source.endswith(FILE_FORMATS):
+        raise DataError(f"data source {source!r} must end with one of {FILE_FORMATS}")
+    raw = read_bytes(source)
+    if source.endswith(".npz"):
+        with np.load(io.BytesIO(raw)) as archive:
+            if not {"x", "y"} <= set(archive.files):
+                raise DataError(f"{source!r} must hold arrays 'x' and 'y', found {archive.files}")
+            x, y = archive["x"], archive["y"]
+    else:
+        table = np.loadtxt(io.StringIO(raw.decode()), delimiter=",", ndmin=2)
+        x, y = table[:, :-1], table[:, -1]
+    if len(x) != len(y):
+        raise DataError(f"{source!r}: {len(x)} samples but {len(y)} labels")
+    return x.astype(np.float32), y.astype(np.int64)
+
+
+def _load_builtin(name: str) -> tuple[np.ndarray, np.ndarray]:
+    if name not in BUILTIN_DATASETS:
+        raise DataError(f"unknown built-in dataset {name!r}; choose from {BUILTIN_DATASETS}")
+    path = resources.files(__package__) / "datasets" / f"{name}.npz"
+    with path.open("rb") as handle, np.load(handle) as archive:
+        x, y = archive["x"], archive["y"]
+    # One channel first (N, 1, 8, 8), pixel counts 0..16 scaled to 0..1.
+    return (x[:, None, :, :] / 16.0).astype(np.float32), y.astype(np.int64)
+
+
+def load_splits(source: str, val_fraction: float, test_fraction: float, split_seed: int) -> Splits:
+    """Read a data source and split it; the entry point the training scripts use."""
+    x, y = load_arrays(source)
+    return split(x, y, val_fraction, test_fraction, split_seed)
+
+
+def kfold_splits(
+    source: str, folds: int, val_fraction: float, test_fraction: float, split_seed: int
+) -> list[Splits]:
+    """Stratified k-fold over train+val; the test split stays untouched.
+
+    Fold i holds out the i-th part as its `test` and splits the rest into train and val, so every
+    fold trains, early-stops and reports exactly like a normal run.
+    """
+    if folds < 2:
+        raise DataError(f"data.folds must be at least 2, got {folds}")
+    pool = load_splits(source, val_fraction, test_fraction, split_seed)
+    assert isinstance(pool.train, Split) and isinstance(pool.val, Split)
+    x = np.concatenate([pool.train.x, pool.val.x])
+    y = np.concatenate([pool.train.y, pool.val.y])
+    parts = stratified_parts(y, [1.0 / folds] * (folds - 1), split_seed)
+    fold_splits = []
+    for held_out in range(folds):
+        keep = np.concatenate([part for i, part in enumerate(parts) if i != held_out])
+        train, val = (keep[p] for p in stratified_parts(y[keep], [val_fraction], split_seed))
+        test = parts[held_out]
+        fold_splits.append(
+            Splits(
+                train=Split(x[train], y[train]),
+                val=Split(x[val], y[val]),
+                test=Split(x[test], y[test]),
+                num_classes=pool.num_classes,
+            )
+        )
+    return fold_splits

@@ -1,0 +1,165 @@
+"""A cloud run planned before anything is paid for: every flag checked against the catalog and
+the settings, the image pushed (or taken by digest), then the plan shown, with its price, and
+confirmed (`invoke train --cloud=...`; remote_run.py starts it)."""
+
+from __future__ import annotations
+
+import datetime
+import getpass
+import shutil
+import sys
+from typing import Any
+
+from invoke import Context, Exit
+
+from cloud import CLIS, PROVIDERS, catalog, settings
+from cloud.commands import INSTALL, CloudError, Commands
+from cloud.jobs import engines
+from cloud.jobs.common import launcher
+from cloud.plan import Plan, PlanError, check_max_hours, check_nodes, check_run_id, new_run_id
+from cloud.vm import exporters
+
+from . import framework
+from .image import push_to
+from .project import DEFAULT_GPU, IMAGE, PACKAGE
+
+# The run's folder in the container; its outputs go to the bucket.
+RUN_DIR = "/workspace/outputs/run"
+
+
+def fail(error: Exception) -> Exit:
+    return Exit(
+        f"error: {error}", code=2 if isinstance(error, PlanError | catalog.CatalogError) else 1
+    )
+
+
+def utc_now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+
+
+def plan_run(
+    c: Context,
+    cloud: str,
+    gpu: str,
+    spot: bool,
+    region: str,
+    zone: str,
+    image_ref: str,
+    max_hours: str,
+    resume: str,
+    overrides: list[str],
+    cmd: Commands,
+    backend: str = "vm",
+    nodes: str | int = 1,
+    monitor: bool = False,
+) -> Plan:
+    """Check every flag against the catalog and settings, then make the run's plan."""
+    if cloud not in PROVIDERS:
+        raise PlanError(f"--cloud {cloud!r}: choose one of {', '.join(PROVIDERS)}")
+    node_count = check_nodes(backend, nodes)
+    engine = engines.engine(backend, cloud) if backend != "vm" else None
+    hours = check_max_hours(max_hours)
+    name, count = catalog.parse_gpu(gpu or DEFAULT_GPU)
+    offer = None
+    if cloud != "local":
+        offer = catalog.offer(cloud, name, count)
+        catalog.check_runs(offer)
+        if spot and offer.spot is None:
+            raise PlanError(
+                f"--spot: the catalog has no spot price for {offer.machine} on {cloud} "
+                "(not offered as spot there): drop --spot, or choose another GPU"
+            )
+    if image_ref and "@sha256:" not in image_ref and not image_ref.startswith("sha256:"):
+        raise PlanError(
+            f"--image {image_ref}: give it by digest (repo@sha256:...), never a moving tag"
+        )
+    options = settings.load(cloud, IMAGE)
+    watched = _monitor_overrides(cloud, backend, offer, options) if monitor else []
+    for cli in (CLIS[cloud], *(["sky"] if backend == "skypilot" else [])):
+        if shutil.which(cli) is None and not cmd.dry_run:
+            raise CloudError(f"{cli} not found: {install_hint(cli)}")
+    run_id = check_run_id(resume) if resume else new_run_id(IMAGE)
+    chosen_region = region or options.get("region") or options.get("location") or ""
+    chosen_zone = zone or (options.get("zone", "") if cloud == "gcp" else "")
+    bucket = f"{PROVIDERS[cloud].ensure_bucket(options, cmd)}/{IMAGE}/{run_id}"
+    if engine is not None:  # each node runs the launcher; the service keeps the run folder
+        container = launcher(PACKAGE, engine.run_dir(bucket), overrides)
+        node_price, price_note = catalog.job_price(backend, offer, spot)  # type: ignore[arg-type]
+    else:
+        if cloud == "aws":
+            PROVIDERS[cloud].ensure_identity(options, cmd)
+        container = framework.container_command(
+            PACKAGE, offer.count if offer else 1, [f"hydra.run.dir={RUN_DIR}", *watched, *overrides]
+        )
+        node_price, price_note = None, ""
+    plan = Plan(
+        run_id=run_id,
+        cloud=cloud,
+        offer=offer,
+        spot=spot,
+        region=chosen_region,
+        zone=chosen_zone,
+        image=image_ref or push_to(c, cloud, cpu=cloud == "local", cmd=cmd),
+        max_hours=hours,
+        bucket=bucket,
+        container=container,
+        settings=options,
+        secrets=dict(options["secrets"]),
+        created=utc_now().isoformat(),
+        user=getpass.getuser(),
+        backend=backend,
+        nodes=node_count,
+        node_price=node_price,
+        price_note=price_note,
+        monitor=monitor,
+    )
+    if engine is not None:
+        engine.check(plan)
+    return plan
+
+
+def _monitor_overrides(
+    cloud: str, backend: str, offer: catalog.Offer | None, options: dict[str, Any]
+) -> list[str]:
+    """What --monitor asks of the trainer (its /metrics on the VM's trainer port), once the
+    exporters it runs beside are pinned and the cloud's tunnel can reach the VM."""
+    if backend != "vm":
+        raise PlanError(
+            "--monitor is for --backend=vm: a training service reports its own nodes "
+            "(CloudWatch, Cloud Monitoring, Azure Monitor)"
+        )
+    exporters.check_pinned(offer.count if offer else 0)
+    if cloud == "azure" and not options.get("subnet"):
+        raise PlanError(
+            "--monitor on Azure: set subnet = ... under [azure] in cloud.toml, a subnet of the "
+            "network whose Bastion `invoke monitor --run ID` tunnels through"
+        )
+    # The container's port is published on the VM; no announcement file inside it.
+    port = exporters.trainer_port()
+    return ["monitoring=prometheus", "monitoring.host=0.0.0.0", f"monitoring.port={port}",
+            "monitoring.targets_dir=null"]  # fmt: skip
+
+
+def install_hint(cli: str) -> str:
+    return INSTALL[CLIS.get(cli, cli)]
+
+
+def show(plan: Plan, cmd: Commands) -> None:
+    if plan.cloud == "aws" and plan.spot and not cmd.dry_run:
+        live = PROVIDERS["aws"].live_spot_price(plan, cmd)
+        if live is not None:
+            print(f"live spot price of {plan.offer.machine} in {plan.region}: ${live:.4f}/h")  # type: ignore[union-attr]
+    width = max(len(key) for key, _ in plan.summary())
+    for key, value in plan.summary():
+        print(f"  {key:<{width}}  {value}")
+
+
+def confirm(plan: Plan, yes: bool) -> None:
+    """Ask before paying, unless --yes; never prompt without a terminal."""
+    if yes or plan.cloud == "local":
+        return
+    if not sys.stdin.isatty():
+        raise Exit("error: this run costs money: add --yes to start it without a terminal", 2)
+    answer = input(f"Start it, at up to ${plan.cost_cap}? [y/N] ").strip().lower()
+    if answer not in ("y", "yes"):
+        raise Exit("not started", 1)

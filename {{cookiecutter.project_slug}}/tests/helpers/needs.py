@@ -1,0 +1,47 @@
+"""What a test needs beyond this project's Python, and where to get it: `@pytest.mark.needs(NAME)`.
+
+`invoke test` leaves these tests out (and the `slow` ones): it runs in minutes with nothing but
+the project installed. `invoke test --all` runs them too, and a test whose need is missing is
+skipped with a line naming it and how to install it. In CI nothing may be skipped but the GPU
+tests (.github/workflows/ci.yml installs all of these).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+
+
+def _on_path(*programs: str) -> Callable[[], bool]:
+    return lambda: all(shutil.which(program) for program in programs)
+
+
+# name -> (is it here?, how to get it)
+NEEDS: dict[str, tuple[Callable[[], bool], str]] = {
+    "aws": (_on_path("aws", "moto_server"), "pip install awscli 'moto[server]'"),
+    "gcloud": (_on_path("gcloud"), "the Google Cloud CLI (https://cloud.google.com/sdk)"),
+    "az": (
+        lambda: bool(os.environ.get("AZ_CLI") or shutil.which("az")),
+        "pip install azure-cli, or AZ_CLI=the path of an az",
+    ),
+    "cloud-sdks": (
+        lambda: bool(os.environ.get("CLOUD_SDK_PYTHON")),
+        "CLOUD_SDK_PYTHON=a Python with azure-ai-ml, google-cloud-aiplatform and skypilot",
+    ),
+    "prometheus": (
+        _on_path("prometheus", "promtool", "prometheus-pushgateway", "prometheus-node-exporter"),
+        "apt-get install prometheus prometheus-pushgateway prometheus-node-exporter",
+    ),
+}
+
+
+def missing(names: tuple[str, ...]) -> str | None:
+    """The skip reason for a test that needs `names`, or None when all of them are here."""
+    unknown = [name for name in names if name not in NEEDS]
+    if unknown:
+        raise ValueError(f"needs({', '.join(unknown)}): known needs are {', '.join(NEEDS)}")
+    absent = [name for name in names if not NEEDS[name][0]()]
+    if not absent:
+        return None
+    return "needs " + "; ".join(f"{name} ({NEEDS[name][1]})" for name in absent)
