@@ -60,6 +60,20 @@ def commit_all(repo: Path, message: str) -> str:
     return git(repo, "rev-parse", "HEAD")
 
 
+# Tests that start work in the background run first, those that wait for it last, so that the
+# rest of the session (the Docker tests among it) runs meanwhile.
+STARTS_WORK = ("test_every_suite_starts",)
+WAITS_FOR_IT = ("test_the_projects_own_tests_pass", "test_the_first_tier_is_what_invoke_test_runs")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def place(item: pytest.Item) -> int:
+        name = getattr(item, "originalname", item.name)
+        return 0 if name.startswith(STARTS_WORK) else 2 if name.startswith(WAITS_FOR_IT) else 1
+
+    items.sort(key=place)  # stable: the rest keeps its order
+
+
 @pytest.fixture(scope="session")
 def baked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Every variant, baked once with cookiecutter: variant id -> project folder."""

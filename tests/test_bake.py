@@ -33,27 +33,32 @@ benchmarks/gpu_common.py
 benchmarks/scaling.py
 cloud.toml
 cloud/__init__.py
-cloud/aws.py
-cloud/azure.py
-cloud/azureml.py
 cloud/catalog.json
 cloud/catalog.py
 cloud/commands.py
-cloud/exporters.json
-cloud/exporters.py
-cloud/gcp.py
 cloud/image.json
-cloud/jobs.py
-cloud/local.py
+cloud/jobs/__init__.py
+cloud/jobs/azureml.py
+cloud/jobs/common.py
+cloud/jobs/engines.py
+cloud/jobs/sagemaker.py
+cloud/jobs/skypilot.py
+cloud/jobs/vertex.py
 cloud/plan.py
+cloud/providers/__init__.py
+cloud/providers/aws.py
+cloud/providers/aws_account.py
+cloud/providers/azure.py
+cloud/providers/gcp.py
+cloud/providers/local.py
 cloud/runs.py
-cloud/sagemaker.py
 cloud/settings.py
-cloud/skypilot.py
-cloud/startup.py
-cloud/startup.sh
-cloud/tunnels.py
-cloud/vertex.py
+cloud/vm/__init__.py
+cloud/vm/exporters.json
+cloud/vm/exporters.py
+cloud/vm/startup.py
+cloud/vm/startup.sh
+cloud/vm/tunnels.py
 configs/callbacks/default.yaml
 configs/crossval.yaml
 configs/data/_defaults.yaml
@@ -95,40 +100,55 @@ requirements/cuda.txt
 requirements/gpu.txt
 requirements/image.in
 src/{package}/__init__.py
-src/{package}/batches.py
-src/{package}/checkpoint.py
-src/{package}/cluster.py
-src/{package}/contract.py
+src/{package}/cluster/__init__.py
+src/{package}/cluster/nodes.py
+src/{package}/cluster/run_secrets.py
+src/{package}/config/__init__.py
+src/{package}/config/checks.py
+src/{package}/config/command.py
+src/{package}/config/preflight.py
+src/{package}/config/rules.py
+src/{package}/config/schema.py
+src/{package}/config/sweeps.py
 src/{package}/crossval.py
-src/{package}/data.py
-src/{package}/datasets/README.md
-src/{package}/datasets/digits.npz
+src/{package}/data/__init__.py
+src/{package}/data/batches.py
+src/{package}/data/datasets/README.md
+src/{package}/data/datasets/digits.npz
+src/{package}/data/shards/__init__.py
+src/{package}/data/shards/cache.py
+src/{package}/data/shards/index.py
+src/{package}/data/shards/samples.py
+src/{package}/data/shards/stream.py
+src/{package}/data/shards/writer.py
+src/{package}/data/sources.py
+src/{package}/data/splits.py
+src/{package}/data/uris.py
 src/{package}/evaluate.py
-src/{package}/fit.py
-src/{package}/gpu_metrics.py
-src/{package}/jobs.py
 src/{package}/launch.py
-src/{package}/live.py
-src/{package}/loop.py
 src/{package}/models/__init__.py
 src/{package}/models/cnn.py
 src/{package}/models/mlp.py
-src/{package}/monitor.py
-src/{package}/outputs.py
 src/{package}/prepare.py
-src/{package}/preflight.py
-src/{package}/run_secrets.py
-src/{package}/runtime.py
-src/{package}/schedules.py
-src/{package}/schema.py
-src/{package}/scoring.py
-src/{package}/shards.py
-src/{package}/signals.py
-src/{package}/storage.py
-src/{package}/sweeps.py
-src/{package}/tracking.py
+src/{package}/tracking/__init__.py
+src/{package}/tracking/exporter.py
+src/{package}/tracking/gpu_metrics.py
+src/{package}/tracking/live.py
+src/{package}/tracking/trackers.py
+src/{package}/tracking/wandb_tracker.py
 src/{package}/train.py
-src/{package}/wandb_tracker.py
+src/{package}/training/__init__.py
+src/{package}/training/checkpoint.py
+src/{package}/training/contract.py
+src/{package}/training/early_stopping.py
+src/{package}/training/fit.py
+src/{package}/training/loop.py
+src/{package}/training/outputs.py
+src/{package}/training/runtime.py
+src/{package}/training/schedules.py
+src/{package}/training/scoring.py
+src/{package}/training/signals.py
+src/{package}/training/storage.py
 tasks/__init__.py
 tasks/args.py
 tasks/data.py
@@ -139,6 +159,8 @@ tasks/managed.py
 tasks/monitor.py
 tasks/project.py
 tasks/remote.py
+tasks/remote_plan.py
+tasks/remote_run.py
 tasks/run.py
 tests/conftest.py
 tests/framework_parts.py
@@ -146,6 +168,7 @@ tests/helpers/__init__.py
 tests/helpers/collectives.py
 tests/helpers/datasets.py
 tests/helpers/google_api.py
+tests/helpers/needs.py
 tests/helpers/sdks.py
 tests/helpers/seen_samples.py
 tests/helpers/services.py
@@ -153,12 +176,12 @@ tests/helpers/sync_check.py
 tests/test_bad_input.py
 tests/test_benchmarks.py
 tests/test_checkpoint.py
-tests/test_cluster.py
 tests/test_cloud_aws.py
 tests/test_cloud_azure.py
 tests/test_cloud_gcp.py
 tests/test_cloud_monitor.py
 tests/test_cloud_plan.py
+tests/test_cluster.py
 tests/test_configs.py
 tests/test_contract.py
 tests/test_data.py
@@ -167,6 +190,7 @@ tests/test_framework_tasks.py
 tests/test_gpu.py
 tests/test_image_tasks.py
 tests/test_launch.py
+tests/test_layout.py
 tests/test_loop.py
 tests/test_managed_jobs.py
 tests/test_monitoring.py
@@ -183,12 +207,13 @@ tests/test_wandb.py
 CHANGES = {
     ("framework", "tensorflow"): {
         "add": [
-            "src/{package}/callbacks.py",
+            "src/{package}/training/callbacks.py",
+            "src/{package}/training/quiet_start.py",
             "tests/helpers/host_reads.py",
             "tests/test_distributed.py",
         ],
         "remove": [
-            "src/{package}/monitor.py",
+            "src/{package}/training/early_stopping.py",
             "tests/helpers/collectives.py",
             "tests/helpers/seen_samples.py",
             "tests/helpers/sync_check.py",
@@ -199,7 +224,7 @@ CHANGES = {
     ("tracking", "none"): {
         "remove": [
             "configs/logger/wandb.yaml",
-            "src/{package}/wandb_tracker.py",
+            "src/{package}/tracking/wandb_tracker.py",
             "tests/test_wandb.py",
         ]
     },

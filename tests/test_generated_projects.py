@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tomllib
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,15 +88,14 @@ def create_venv(venv: Path, project: Path) -> None:
     (venv / READY).write_text(" ".join(command) + "\n", encoding="utf-8")
 
 
-def shared_venv(framework: str, scratch: Path) -> Path:
-    """The Python of `framework`'s shared venv, made (from a project baked in `scratch`) or reused.
+def shared_venv(framework: str, superset: Path) -> Path:
+    """The Python of `framework`'s shared venv, made (from its SUPERSET project) or reused.
 
     Test runs in the same checkout (several terminals) take turns through a lock file.
     """
-    superset = bake(TEMPLATE_DIR, scratch, {**SUPERSET, "framework": framework})
     venv = VENVS / f"{framework}-{dependency_key(superset)}"
     VENVS.mkdir(parents=True, exist_ok=True)
-    with (VENVS / ".lock").open("w") as lock:
+    with (VENVS / f".{framework}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (venv / READY).exists():
             # A venv is a gigabyte or more: keep only the current one of each framework.
@@ -106,20 +106,23 @@ def shared_venv(framework: str, scratch: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def venvs() -> dict[str, Path]:
-    """framework -> the Python of its shared venv, made on first use."""
-    return {}
+def venvs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """framework -> the Python of its shared venv, every framework's made at once on first use
+    (two pip installs side by side take little longer than one)."""
+    frameworks = sorted({variant.extra_context["framework"] for variant in distinct_variants()})
+    supersets = {  # baked here, one by one: cookiecutter changes the working folder
+        name: bake(TEMPLATE_DIR, tmp_path_factory.mktemp(name), {**SUPERSET, "framework": name})
+        for name in frameworks
+    }
+    with ThreadPoolExecutor(len(frameworks)) as pool:
+        made = {name: pool.submit(shared_venv, name, supersets[name]) for name in frameworks}
+    return {name: future.result() for name, future in made.items()}
 
 
 @pytest.fixture
-def project_python(
-    venvs: dict[str, Path], fresh_variant: Variant, tmp_path_factory: pytest.TempPathFactory
-) -> Path:
+def project_python(venvs: dict[str, Path], fresh_variant: Variant) -> Path:
     """The shared venv's Python for the current variant's framework."""
-    framework = fresh_variant.extra_context["framework"]
-    if framework not in venvs:
-        venvs[framework] = shared_venv(framework, tmp_path_factory.mktemp("venv-source"))
-    return venvs[framework]
+    return venvs[fresh_variant.extra_context["framework"]]
 
 
 @pytest.fixture(params=distinct_variants(), ids=lambda variant: variant.id)
@@ -249,10 +252,6 @@ def suite_runs(
     than the slowest alone, where one after another they took the sum (17 minutes)."""
     started: dict[str, list[SuiteRun]] = {}
     for variant in distinct_variants():
-        framework = variant.extra_context["framework"]
-        if framework not in venvs:
-            venvs[framework] = shared_venv(framework, tmp_path_factory.mktemp("venv-source"))
-    for variant in distinct_variants():
         python = venvs[variant.extra_context["framework"]]
         started[variant.id] = []
         for suite in suites(variant):  # each in a project of its own: they write outputs
@@ -264,6 +263,14 @@ def suite_runs(
         if run.process.poll() is None:
             run.process.kill()
             run.process.wait()
+
+
+def test_every_suite_starts(suite_runs: dict[str, list[SuiteRun]]) -> None:
+    """The first test of a session (conftest.py orders them): the suites run in the background
+    while the rest of the session does, and the tests that wait for them come last."""
+    runs = [run for runs in suite_runs.values() for run in runs]
+    assert len(runs) == 2 * 2 + 2  # two tiers of each framework's superset, two subsets
+    assert all(run.process.poll() in (None, 0) for run in runs)
 
 
 @pytest.mark.timeout(SUITE_TIMEOUT + 60)

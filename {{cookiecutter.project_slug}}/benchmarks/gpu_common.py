@@ -5,11 +5,9 @@ table. `python benchmarks/gpu.py` puts this folder on the import path."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import shutil
 import statistics
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -74,24 +72,31 @@ def config(args: argparse.Namespace, compiled: bool) -> Any:
         return compose("train", overrides=overrides)
 
 
-@contextlib.contextmanager
-def gpu_busy(on_gpu: bool, index: int = 0) -> Iterator[list[float]]:
-    """Samples of GPU `index`'s utilization (%) while the block runs; none on a CPU."""
-    samples: list[float] = []
-    if not on_gpu or shutil.which("nvidia-smi") is None:
-        yield samples
-        return
-    query = [
-        "nvidia-smi", f"--id={index}", "--query-gpu=utilization.gpu",
-        "--format=csv,noheader,nounits", "-lms", "100",
-    ]  # fmt: skip
-    sampler = subprocess.Popen(query, stdout=subprocess.PIPE, text=True)
-    try:
-        yield samples
-    finally:
-        sampler.terminate()
-        out, _ = sampler.communicate(timeout=10)
-        samples += [float(line) for line in out.split() if line.replace(".", "", 1).isdigit()]
+class BusySampler:
+    """GPU `index`'s utilization (%), sampled by nvidia-smi every 100 ms from start() to stop().
+    Both loops start and stop it outside the spans they time (nvidia-smi takes a while to start
+    and to stop); on a CPU it samples nothing."""
+
+    def __init__(self, on_gpu: bool, index: int = 0) -> None:
+        self.on = on_gpu and shutil.which("nvidia-smi") is not None
+        self.index = index
+        self.process: subprocess.Popen[str] | None = None
+
+    def start(self) -> None:
+        if self.on and self.process is None:
+            query = [
+                "nvidia-smi", f"--id={self.index}", "--query-gpu=utilization.gpu",
+                "--format=csv,noheader,nounits", "-lms", "100",
+            ]  # fmt: skip
+            self.process = subprocess.Popen(query, stdout=subprocess.PIPE, text=True)
+
+    def stop(self) -> list[float]:
+        if self.process is None:
+            return []
+        self.process.terminate()
+        out, _ = self.process.communicate(timeout=10)
+        self.process = None
+        return [float(line) for line in out.split() if line.replace(".", "", 1).isdigit()]
 
 
 def print_table(title: str, compiler: str, args: argparse.Namespace, rows: list[Row]) -> None:

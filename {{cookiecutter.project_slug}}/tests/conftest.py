@@ -68,9 +68,23 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 def project_env(**overrides: str) -> dict[str, str]:
-    """The environment for a subprocess{% if cookiecutter.tracking == "wandb" %}: wandb disabled unless a test turns it on{% endif %}."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"{% if cookiecutter.tracking == "wandb" %}, "WANDB_MODE": "disabled"{% endif %}}
+    """The environment for a subprocess: the GPUs hidden, so the CPU tests train on the CPU on a
+    GPU machine too (gpu_env for the `gpu` tests){% if cookiecutter.tracking == "wandb" %}; wandb disabled unless a test turns it on{% endif %}."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "CUDA_VISIBLE_DEVICES": ""}
+{%- if cookiecutter.tracking == "wandb" %}
+    env["WANDB_MODE"] = "disabled"
+{%- endif %}
     env.update(overrides)
+    return env
+
+
+def gpu_env(**overrides: str) -> dict[str, str]:
+    """project_env with the GPUs this shell sees."""
+    env = project_env(**overrides)
+    if "CUDA_VISIBLE_DEVICES" not in overrides:
+        env.pop("CUDA_VISIBLE_DEVICES")
+        if "CUDA_VISIBLE_DEVICES" in os.environ:
+            env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
     return env
 
 
@@ -132,12 +146,14 @@ def kill_mid_save(script: str, path: Path) -> None:
     process.wait()
 
 
-def start_training(run_dir: Path, *overrides: str) -> subprocess.Popen:
+def start_training(
+    run_dir: Path, *overrides: str, env: dict[str, str] | None = None
+) -> subprocess.Popen:
     """A resumable training run in the background."""
     return subprocess.Popen(
         module_command("train", *RESUMABLE, *overrides, f"hydra.run.dir={run_dir}"),
         cwd=PROJECT_ROOT,
-        env=project_env(),
+        env=env or project_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -156,10 +172,14 @@ def wait_for_steps(run_dir: Path, steps: int, process: subprocess.Popen) -> None
 
 
 def interrupt(
-    run_dir: Path, sig: signal.Signals, after_steps: int, *overrides: str
+    run_dir: Path,
+    sig: signal.Signals,
+    after_steps: int,
+    *overrides: str,
+    env: dict[str, str] | None = None,
 ) -> tuple[int, float, str]:
     """Start a run, send `sig` after some steps; return exit code, seconds to exit, output."""
-    process = start_training(run_dir, *overrides)
+    process = start_training(run_dir, *overrides, env=env)
     wait_for_steps(run_dir, after_steps, process)
     sent = time.monotonic()
     process.send_signal(sig)

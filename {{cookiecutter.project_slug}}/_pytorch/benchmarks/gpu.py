@@ -23,7 +23,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from gpu_common import Row, arguments, config, gpu_busy, print_table, sources  # noqa: E402
+from gpu_common import BusySampler, Row, arguments, config, print_table, sources  # noqa: E402
 from hydra.utils import instantiate  # noqa: E402
 
 from {{ cookiecutter.package_name }}.data import batches  # noqa: E402
@@ -32,20 +32,24 @@ from {{ cookiecutter.package_name }}.training import fit, loop, runtime  # noqa:
 from {{ cookiecutter.package_name }}.training.signals import GracefulStop  # noqa: E402
 
 
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
 def timed_epochs(run_epoch, epochs: int, device: torch.device) -> tuple[float, list[float]]:
     """Seconds per epoch (median of all but the first), and the busy samples of those epochs."""
     run_epoch(0)  # warm-up: compilation, cuDNN's autotuning, the allocator
+    busy = BusySampler(device.type == "cuda", device.index or 0)
+    busy.start()  # outside the timed spans, as for the Trainer
     seconds = []
-    with gpu_busy(device.type == "cuda", device.index or 0) as busy:
-        for epoch in range(1, epochs):
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            started = time.perf_counter()
-            run_epoch(epoch)
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            seconds.append(time.perf_counter() - started)
-    return statistics.median(seconds), busy
+    for epoch in range(1, epochs):
+        synchronize(device)
+        started = time.perf_counter()
+        run_epoch(epoch)
+        synchronize(device)
+        seconds.append(time.perf_counter() - started)
+    return statistics.median(seconds), busy.stop()
 
 
 def bare(cfg, splits, rt, compiled: bool, epochs: int) -> tuple[float, list[float]]:
@@ -83,26 +87,24 @@ def trainer(cfg, splits, rt, epochs: int) -> tuple[float, list[float]]:
         tracker = trackers.start(Path(run_dir), {}, {}, enabled=True)
         made = loop.Trainer(fit.parts(cfg, splits, {}), rt, tracker, Path(run_dir) / "ckpt")
         seconds: list[float] = []
-        busy: list[float] = []
+        busy = BusySampler(rt.device.type == "cuda", rt.device.index or 0)
         epoch_of = made._train_epoch  # timed from outside: the Trainer itself is unchanged
 
         def timed(*args: object) -> float:
-            if rt.device.type == "cuda":
-                torch.cuda.synchronize()
+            synchronize(rt.device)
             started = time.perf_counter()
-            with gpu_busy(rt.device.type == "cuda", rt.device.index or 0) as samples:
-                loss = epoch_of(*args)  # type: ignore[arg-type]
-                if rt.device.type == "cuda":
-                    torch.cuda.synchronize()
+            loss = epoch_of(*args)  # type: ignore[arg-type]
+            synchronize(rt.device)
             seconds.append(time.perf_counter() - started)
-            busy.extend(samples if len(seconds) > 1 else [])
+            busy.start()  # after the warm-up epoch, outside the timed spans
             return loss
 
         made._train_epoch = timed  # type: ignore[method-assign]
         with GracefulStop() as stop:
             made.fit(splits, stop)
+        samples = busy.stop()
         tracker.close()
-    return statistics.median(seconds[1:]), busy
+    return statistics.median(seconds[1:]), samples
 
 
 def main() -> None:

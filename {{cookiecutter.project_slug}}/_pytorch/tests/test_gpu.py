@@ -1,5 +1,6 @@
 """What only means something on CUDA GPUs: mixed precision with the gradient scaler,
-torch.compile, DDP over NCCL. Skipped, with the reason, where the GPUs are missing."""
+torch.compile, DDP over NCCL. Skipped, with the reason, where the GPUs are missing. Each test
+asserts, from the run's own metrics.json, the device and precision it trained with."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ from conftest import (
     PACKAGE,
     PROJECT_ROOT,
     RESUMABLE,
+    gpu_env,
     interrupt,
-    project_env,
     read_metrics,
+    run_module,
     train,
 )
 
@@ -24,11 +26,32 @@ from {{ cookiecutter.package_name }}.training import checkpoint
 CUDA = ["trainer.device=cuda", "logger=jsonl"]
 
 
+def mixed_precision() -> str:
+    """What trainer.precision=mixed must pick here: bf16 from compute capability 8.0."""
+    import torch
+
+    return "bf16" if torch.cuda.get_device_capability(0) >= (8, 0) else "fp16"
+
+
 @pytest.mark.gpu
 def test_the_gpu_trainer_config_trains_compiled_in_mixed_precision(tmp_path: Path) -> None:
-    result = train(tmp_path, "trainer=gpu", "debug=fast", "logger=jsonl")
+    result = train(tmp_path, "trainer=gpu", "debug=fast", "logger=jsonl", env=gpu_env())
     assert "on cuda:0" in result.stdout
-    assert read_metrics(tmp_path)["epochs"] == 1
+    metrics = read_metrics(tmp_path)
+    assert metrics["epochs"] == 1
+    assert (metrics["device"], metrics["precision"]) == ("cuda:0", mixed_precision())
+
+
+@pytest.mark.parametrize("asked", ["trainer=gpu", "trainer.device=cuda"])
+def test_a_gpu_asked_for_where_none_is_stops_in_one_line(tmp_path: Path, asked: str) -> None:
+    """Never a quiet fall back to the CPU: no run folder, one line, exit 2 (the GPUs hidden)."""
+    done = run_module("train", "debug=fast", asked, f"hydra.run.dir={tmp_path / 'run'}")
+    assert done.returncode == 2, done.stdout
+    assert done.stdout.strip().splitlines() == [
+        f"error: {asked}: no CUDA GPU is visible here (none, or CUDA_VISIBLE_DEVICES hides "
+        "them); run on the CPU with trainer=cpu"
+    ]
+    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.gpu
@@ -39,13 +62,16 @@ def test_half_precision_stops_and_resumes_to_the_same_metrics(
     """fp16 goes through the gradient scaler, whose state the checkpoint carries."""
     run = [*CUDA, f"trainer.precision={precision}"]
     straight, stopped = tmp_path / "straight", tmp_path / "stopped"
-    train(straight, *RESUMABLE, *run)
-    code, _, output = interrupt(stopped, signal.SIGTERM, 50, *run)
+    train(straight, *RESUMABLE, *run, env=gpu_env())
+    code, _, output = interrupt(stopped, signal.SIGTERM, 50, *run, env=gpu_env())
     assert code == 128 + signal.SIGTERM, output
     state = checkpoint.load(stopped / "checkpoints" / checkpoint.LAST)
     assert bool(state["scaler"]) == (precision == "fp16")  # the scaler runs for fp16 only
-    train(stopped, *RESUMABLE, *run)
+    resumed = train(stopped, *RESUMABLE, *run, env=gpu_env())  # on the GPU, from the CPU load
+    assert "resumed from" in resumed.stdout
     assert read_metrics(stopped)["test/loss"] == read_metrics(straight)["test/loss"]
+    metrics = read_metrics(stopped)
+    assert (metrics["device"], metrics["precision"]) == ("cuda:0", precision)
 
 
 @pytest.mark.gpu
@@ -59,12 +85,13 @@ def test_training_steps_never_make_the_host_wait_for_the_gpu(tmp_path: Path) -> 
         f"hydra.run.dir={tmp_path / 'run'}",
     ]  # fmt: skip
     done = subprocess.run(
-        command, cwd=PROJECT_ROOT, env=project_env(SYNC_CHECKED=str(checked)),
+        command, cwd=PROJECT_ROOT, env=gpu_env(SYNC_CHECKED=str(checked)),
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert checked.read_text() == "15", "3 epochs of 5 batches, each one checked"
-    assert read_metrics(tmp_path / "run")["epochs"] == 3
+    metrics = read_metrics(tmp_path / "run")
+    assert (metrics["epochs"], metrics["device"], metrics["precision"]) == (3, "cuda:0", "bf16")
 
 
 @pytest.mark.gpu(2)
@@ -74,8 +101,8 @@ def test_two_gpus_train_with_ddp_over_nccl(tmp_path: Path) -> None:
         "-m", f"{PACKAGE}.train", "debug=short", *CUDA, f"hydra.run.dir={tmp_path}",
     ]  # fmt: skip
     done = subprocess.run(
-        command, cwd=PROJECT_ROOT, env=project_env(), capture_output=True, text=True, timeout=600
+        command, cwd=PROJECT_ROOT, env=gpu_env(), capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "DDP: rank 0 of 2 on cuda:0 (nccl)" in (tmp_path / "debug.log").read_text()
-    assert read_metrics(tmp_path)["epochs"] == 3
+    assert read_metrics(tmp_path)["epochs"] == 3 and read_metrics(tmp_path)["device"] == "cuda:0"

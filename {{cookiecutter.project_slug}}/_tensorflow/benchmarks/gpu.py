@@ -13,7 +13,6 @@ timed epochs (`nvidia-smi` sampled every 100 ms; "n/a" without one).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import statistics
 import sys
@@ -27,7 +26,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # as the package sets it: be
 
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from gpu_common import Row, arguments, config, gpu_busy, print_table, sources  # noqa: E402
+from gpu_common import BusySampler, Row, arguments, config, print_table, sources  # noqa: E402
 from hydra.utils import instantiate  # noqa: E402
 
 from {{ cookiecutter.package_name }}.data import batches  # noqa: E402
@@ -54,38 +53,33 @@ def bare(cfg, splits, compiled: bool, epochs: int, on_gpu: bool) -> tuple[float,
         optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         return loss
 
-    seconds, busy = [], []
+    seconds, busy = [], BusySampler(on_gpu)
     for epoch in range(epochs):
         stream = batches.train_dataset(
             splits.train, cfg.data.batch_size, 0, range(epoch, epoch + 1)
         )
-        with gpu_busy(on_gpu and epoch > 0) as samples:
-            started = time.perf_counter()
-            loss = None
-            for x, y in stream:
-                loss = step(x, y)
-            float(loss)  # type: ignore[arg-type]  # wait for the last step
-            seconds.append(time.perf_counter() - started)
-        busy += samples
-    return statistics.median(seconds[1:]), busy
+        started = time.perf_counter()
+        loss = None
+        for x, y in stream:
+            loss = step(x, y)
+        float(loss)  # type: ignore[arg-type]  # wait for the last step
+        seconds.append(time.perf_counter() - started)
+        busy.start()  # after the warm-up epoch, outside the timed spans
+    return statistics.median(seconds[1:]), busy.stop()
 
 
 class EpochTimes(keras.callbacks.Callback):
     def __init__(self, on_gpu: bool) -> None:
         super().__init__()
-        self.on_gpu, self.seconds, self.busy = on_gpu, [], []
-        self._busy: contextlib.ExitStack | None = None
+        self.seconds: list[float] = []
+        self.busy = BusySampler(on_gpu)
 
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
-        self._busy = contextlib.ExitStack()
-        self._samples = self._busy.enter_context(gpu_busy(self.on_gpu and bool(self.seconds)))
         self._started = time.perf_counter()
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         self.seconds.append(time.perf_counter() - self._started)  # before validation's time
-        assert self._busy is not None
-        self._busy.close()
-        self.busy += self._samples
+        self.busy.start()  # after the warm-up epoch, outside the timed spans, as in bare()
 
 
 def trainer(cfg, splits, rt, on_gpu: bool) -> tuple[float, list[float]]:
@@ -104,8 +98,9 @@ def trainer(cfg, splits, rt, on_gpu: bool) -> tuple[float, list[float]]:
         made._callbacks = with_timer  # type: ignore[method-assign]
         with GracefulStop() as stop:
             made.fit(splits, stop)
+        samples = timer.busy.stop()
         tracker.close()
-    return statistics.median(timer.seconds[1:]), timer.busy
+    return statistics.median(timer.seconds[1:]), samples
 
 
 def main() -> None:

@@ -39,6 +39,8 @@ def main() -> None:
         if config is not None:
             os.environ["TF_CONFIG"] = json.dumps(config)
             print(f"launch: worker {config['task']['index']} of {config['cluster']['worker']}")
+    # One worker per node: the first process of its machine (its live metrics report the GPUs).
+    os.environ.setdefault("LOCAL_RANK", "0")
     argv = [sys.executable, "-m", f"{PACKAGE}.train", *sys.argv[1:]]
     os.execv(argv[0], argv)
 

@@ -82,6 +82,7 @@ def check_overrides(config_name: str, argv: list[str]) -> None:
             _check_resume(cfg, job)
             _check_data(cfg.data, config_name)
         _check_checkpoint(cfg, config_name)
+        _check_device(cfg, config_name, job)
         for problem in checks.target_problems(cfg):  # last: they import the framework
             raise BadCommandLine(problem)
 
@@ -268,6 +269,22 @@ def _check_checkpoint(cfg: DictConfig, config_name: str) -> None:
         storage.resolve(path, name)
     except FileNotFoundError as error:
         raise BadCommandLine(f"ckpt_path={path}: {error}") from None
+
+
+def _check_device(cfg: DictConfig, config_name: str, overrides: list[str]) -> None:
+    """A CUDA GPU asked for must be there: a run never trains on the CPU instead, unasked."""
+    key = "device" if config_name == "evaluate" else "trainer.device"
+    if OmegaConf.select(cfg, key) != "cuda":
+        return
+    from ..training import runtime  # the framework: only when a GPU is asked for
+
+    if runtime.gpu_count() == 0:
+        given = "trainer=gpu" if "trainer=gpu" in overrides else f"{key}=cuda"
+        instead = "device=cpu" if config_name == "evaluate" else "trainer=cpu"
+        raise BadCommandLine(
+            f"{given}: no CUDA GPU is visible here (none, or CUDA_VISIBLE_DEVICES hides them); "
+            f"run on the CPU with {instead}"
+        )
 
 
 def _first_line(error: BaseException) -> str:

@@ -93,6 +93,7 @@ class TrainerConfig:
     accumulate_grad_batches: int = key(COUNT)
     gradient_clip_norm: Optional[float] = key(optional(POSITIVE))
     compile: bool = MISSING
+    tf32: bool = MISSING
     deterministic: bool = MISSING
     log_every_n_steps: int = key(COUNT)
     stop_check_every_n_steps: int = key(COUNT)

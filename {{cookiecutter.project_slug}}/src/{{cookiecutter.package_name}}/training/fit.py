@@ -72,6 +72,7 @@ def fit_and_test(
             metrics |= trainer.test(splits.test)
         metrics["epochs"] = trainer.epochs_done
         metrics["wall_time_s"] = round(time.perf_counter() - started, 2)
+        metrics |= trainer.ran_on  # the device and precision it actually trained with
         exit_code = 0
         if rt.is_main:
             tracker.summary(metrics)

@@ -72,12 +72,18 @@ def cpu_copy(value: Any) -> Any:
     return value
 
 
-def load(path: Path, map_location: Any = "cpu") -> dict:
+def load(path: Path) -> dict:
+    """A checkpoint with every tensor on the CPU: `load_state_dict` puts each where its owner
+    lives (the optimizer's step counters stay on the CPU), and the RNG states must be CPU
+    tensors. weights_only: tensors, numbers, strings and containers, never code; checkpoints of
+    earlier versions hold NumPy's RNG key as an array, whose types are allowed for that."""
+    import numpy as np
     import torch
 
-    # weights_only=False: our checkpoints hold optimizer state and RNG states, not just tensors.
-    # Only load checkpoints you wrote yourself.
-    return torch.load(path, map_location=map_location, weights_only=False)
+    reconstruct = np.ndarray((0,)).__reduce__()[0]  # numpy's _reconstruct, in either NumPy
+    array_types: list[Any] = [reconstruct, np.ndarray, np.dtype, type(np.dtype(np.uint32))]
+    with torch.serialization.safe_globals(array_types):
+        return torch.load(path, map_location="cpu", weights_only=True)
 
 
 class Checkpoints:
@@ -131,10 +137,10 @@ class Checkpoints:
         """Count the save interval from now (training starts or resumes)."""
         self._saved_at = time.monotonic()
 
-    def best_state(self, map_location: Any) -> dict:
+    def best_state(self) -> dict:
         """best.pt, once every pending write is on disk."""
         self.saver.wait()
-        return load(self.folder / BEST, map_location=map_location)
+        return load(self.folder / BEST)
 
     def close(self) -> None:
         self.saver.close()

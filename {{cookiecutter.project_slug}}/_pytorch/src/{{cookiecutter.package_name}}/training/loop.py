@@ -25,7 +25,17 @@ from ..tracking.trackers import Tracker, as_metrics
 from . import checkpoint, outputs
 from .contract import TrainerParts
 from .early_stopping import EarlyStopping, MetricMonitor
-from .runtime import Runtime, StopVote, autocast, autocast_dtype, rng_state, set_rng_state, wrap
+from .runtime import (
+    PRECISION_NAMES,
+    Runtime,
+    StopVote,
+    autocast,
+    autocast_dtype,
+    rng_state,
+    set_rng_state,
+    use_tf32,
+    wrap,
+)
 from .scoring import score_split
 from .signals import GracefulStop, StopRequested
 
@@ -57,6 +67,7 @@ class Trainer:
         self.make_scheduler = parts.make_scheduler
         self.scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
         self.amp_dtype = autocast_dtype(self.settings.precision, self.device)
+        self.tf32 = use_tf32(self.device, self.settings.tf32)
         self.scaler = torch.amp.GradScaler(
             self.device.type, enabled=self.amp_dtype == torch.float16
         )
@@ -80,6 +91,15 @@ class Trainer:
         self.stop_vote = StopVote(runtime, self.settings.stop_check_every_n_steps)
         self._epoch_loss = torch.zeros((), device=self.device)  # progress.loss_sum, kept on device
         self.loss_fn = nn.CrossEntropyLoss()
+
+    @property
+    def ran_on(self) -> dict[str, str]:
+        """Where and how the run trained, for metrics.json: the device, and the precision (tf32:
+        fp32 whose matmuls and convolutions ran in TensorFloat-32)."""
+        precision = PRECISION_NAMES[self.amp_dtype]
+        if precision == "fp32" and self.tf32:
+            precision = "tf32"
+        return {"device": str(self.device), "precision": precision}
 
     @property
     def parameter_count(self) -> int:
@@ -272,7 +292,7 @@ class Trainer:
         )
 
     def _restore(self, path: Path) -> None:
-        state = checkpoint.load(path, map_location=self.device)
+        state = checkpoint.load(path)  # on the CPU: each load_state_dict places its own
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         assert self.scheduler is not None
@@ -289,4 +309,4 @@ class Trainer:
 
     def load_best_weights(self) -> None:
         """Put the best checkpoint's weights into the model (for the final test)."""
-        self.model.load_state_dict(self.checkpoints.best_state(self.device)["model"])
+        self.model.load_state_dict(self.checkpoints.best_state()["model"])

@@ -58,15 +58,37 @@ def pick_device(choice: str | Device, local_rank: int = 0) -> torch.device:
     return torch.device(name)
 
 
+def gpu_count() -> int:
+    """The CUDA GPUs this process sees (CUDA_VISIBLE_DEVICES applied)."""
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
 def autocast_dtype(choice: str | Precision, device: torch.device) -> torch.dtype | None:
-    """The autocast dtype for `trainer.precision`; None means full fp32."""
+    """The autocast dtype for `trainer.precision`; None means full fp32. `mixed` on CUDA is
+    bf16 from compute capability 8.0 (Ampere) on, where tensor cores run it, else fp16:
+    `torch.cuda.is_bf16_supported()` also says yes where bf16 is only emulated (a T4, a V100)."""
     precision = Precision(choice).value
     if precision == "mixed":
         if device.type == "cuda":
-            precision = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+            precision = "bf16" if torch.cuda.get_device_capability(device) >= (8, 0) else "fp16"
         else:
             precision = "fp16" if device.type == "mps" else "bf16"
     return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+
+
+PRECISION_NAMES = {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
+
+
+def use_tf32(device: torch.device, on: bool) -> bool:
+    """fp32 matmuls and convolutions in TensorFloat-32 on CUDA (`trainer.tf32`): tensor cores
+    from Ampere on run them at several times the fp32 rate with a 10-bit mantissa, the default
+    of TensorFlow and JAX. Returns whether it is on for this device."""
+    if device.type != "cuda":
+        return False
+    mode = "tf32" if on else "ieee"
+    torch.backends.cuda.matmul.fp32_precision = mode
+    torch.backends.cudnn.conv.fp32_precision = mode  # type: ignore[attr-defined]
+    return on
 
 
 def autocast(device: torch.device, dtype: torch.dtype | None) -> AbstractContextManager:
@@ -125,10 +147,12 @@ def seed_everything(seed: int, deterministic: bool) -> None:
 
 
 def rng_state() -> dict:
-    """Every random generator's state, to store in a checkpoint."""
+    """Every random generator's state, to store in a checkpoint: plain values and CPU tensors,
+    which torch.load(weights_only=True) reads back (NumPy's key as a list, not an array)."""
+    name, key, position, has_gauss, gauss = np.random.get_state(legacy=True)
     state = {
         "python": random.getstate(),
-        "numpy": np.random.get_state(),
+        "numpy": (name, np.asarray(key).tolist(), position, has_gauss, gauss),
         "torch": torch.get_rng_state(),
     }
     if torch.cuda.is_available():
@@ -137,11 +161,23 @@ def rng_state() -> dict:
 
 
 def set_rng_state(state: dict) -> None:
+    """Put back the generators of `state` (as loaded: on the CPU). A checkpoint written with N
+    visible GPUs restores the first min(N, M) of this process's M, and says what it could not."""
     random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    name, key, *rest = state["numpy"]
+    np.random.set_state((name, np.asarray(key, dtype=np.uint32), *rest))
     torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+    saved = state.get("cuda") or []
+    here = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    for index, generator in enumerate(saved[:here]):
+        torch.cuda.set_rng_state(generator, index)
+    if len(saved) != here:
+        log.info(
+            "resume: %d GPU random generators saved, %d here: %s",
+            len(saved), here,
+            f"GPUs {len(saved)}..{here - 1} start from their seeds" if here > len(saved)
+            else f"the states of GPUs {here}..{len(saved) - 1} are not restored",
+        )  # fmt: skip
 
 
 def broadcast(path: str | Path | None, runtime: Runtime) -> Path | None:

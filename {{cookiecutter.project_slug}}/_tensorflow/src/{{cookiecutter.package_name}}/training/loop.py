@@ -31,7 +31,7 @@ from .callbacks import (
 )
 from .checkpoint import Backup, BestCheckpoint
 from .contract import TrainerParts
-from .runtime import Runtime, dtype_policy, place_model
+from .runtime import Runtime, dtype_policy, place_model, use_tf32
 from .scoring import evaluate_split, scorer
 from .signals import GracefulStop
 
@@ -63,7 +63,9 @@ class Trainer:
     ) -> None:
         self.parts, self.settings, self.data = parts, parts.trainer, parts.data
         self.runtime, self.tracker, self.checkpoint_dir = runtime, tracker, checkpoint_dir
-        keras.config.set_dtype_policy(dtype_policy(self.settings.precision, runtime.device))
+        self.policy = dtype_policy(self.settings.precision, runtime.device)
+        keras.config.set_dtype_policy(self.policy)
+        self.tf32 = use_tf32(runtime.device, self.settings.tf32)
         with runtime.strategy.scope():
             self.model = parts.make_model()
         place_model(self.model, runtime)
@@ -83,6 +85,18 @@ class Trainer:
             if stopping
             else None
         )
+
+    @property
+    def ran_on(self) -> dict[str, str]:
+        """Where and how the run trained, for metrics.json: the device, and the precision (tf32:
+        fp32 whose matmuls and convolutions ran in TensorFloat-32)."""
+        precision = {"float32": "fp32", "mixed_bfloat16": "bf16", "mixed_float16": "fp16"}
+        name = precision[self.policy]
+        if name == "fp32" and self.tf32:
+            name = "tf32"
+        replicas = self.runtime.replicas
+        device = self.runtime.device + (f" x {replicas}" if replicas > 1 else "")
+        return {"device": device, "precision": name}
 
     @property
     def parameter_count(self) -> int:

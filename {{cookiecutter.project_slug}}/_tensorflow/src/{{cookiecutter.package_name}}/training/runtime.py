@@ -55,6 +55,25 @@ class Runtime:
         return self.strategy.num_replicas_in_sync
 
 
+def gpu_count() -> int:
+    """The GPUs TensorFlow sees (CUDA_VISIBLE_DEVICES applied)."""
+    return len(tf.config.list_physical_devices("GPU"))
+
+
+def share_gpus() -> None:
+    """Memory on each GPU taken as needed, not all of it at the start (TensorFlow's default),
+    so that a second process (an evaluation, a notebook) can use the same GPU."""
+    for gpu in tf.config.list_physical_devices("GPU"):
+        tf.config.experimental.set_memory_growth(gpu, True)
+
+
+def use_tf32(device: str, on: bool) -> bool:
+    """`trainer.tf32`: fp32 matmuls and convolutions in TensorFloat-32 on GPUs from Ampere on
+    (TensorFlow's default; off computes them in full fp32). Whether it is on for this device."""
+    tf.config.experimental.enable_tensor_float_32_execution(on)
+    return on and device == "gpu"
+
+
 def pick_device(choice: str | Device) -> str:
     """`auto` prefers a GPU (CUDA, or Apple's through tensorflow-metal), then the CPU."""
     name = Device(choice).value
@@ -122,6 +141,7 @@ def start(device: str) -> Runtime:
     """Pick the strategy: multi-worker from TF_CONFIG, several local devices, or the default."""
     # TensorFlow logs every collective it sets up at INFO; our own lines say what matters.
     logging.getLogger("tensorflow").setLevel(logging.WARNING)
+    share_gpus()  # before anything touches a GPU
     chosen = pick_device(device)
     workers = _workers(_tf_config())
     if workers > 1:
