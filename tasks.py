@@ -39,6 +39,13 @@ def _pty() -> bool:
     return sys.stdout.isatty()
 
 
+def _after_dashes(c: Context) -> str:
+    """The arguments after `--`, quoted for c.run's shell, each as the shell handed it over:
+    invoke joins them with spaces (c.remainder), so they are read whole from sys.argv."""
+    given = sys.argv[sys.argv.index("--") + 1 :] if "--" in sys.argv else []
+    return shlex.join(given if " ".join(given) == c.remainder else shlex.split(c.remainder))
+
+
 def _tool(name: str) -> str:
     """The path of a tool installed from requirements-dev.txt (next to this Python first)."""
     beside = Path(sys.executable).parent / name
@@ -168,7 +175,7 @@ def demo(c: Context, output_dir: str = "") -> None:
     started = time.time()
     train = [str(venv_python(venv)), "-m", "invoke", "train", "--"]
     with c.cd(project):
-        c.run(f"{shlex.join(train)} {c.remainder}", pty=_pty())
+        c.run(f"{shlex.join(train)} {_after_dashes(c)}", pty=_pty())
     _report_run(project, _newest_metrics(project, started))
 
 
@@ -215,7 +222,7 @@ def bench(c: Context, name: str) -> None:
             c.run(shlex.join([sys.executable, "-m", "venv", str(venv)]))
         c.run(shlex.join(project_install_command(venv_python(venv), project)), pty=_pty())
         command = [str(venv_python(venv)), command[1], "--project", str(project)]
-    c.run(f"{shlex.join(command)} {c.remainder}", pty=_pty())
+    c.run(f"{shlex.join(command)} {_after_dashes(c)}", pty=_pty())
 
 
 @task(
@@ -245,7 +252,7 @@ def bake(c: Context, answers: str) -> None:
 def test(c: Context) -> None:
     """Run the template's whole test suite; pytest arguments go after `--`."""
     with c.cd(ROOT):
-        c.run(f"{PYTHON} -m pytest tests --durations=10 {c.remainder}", pty=_pty())
+        c.run(f"{PYTHON} -m pytest tests --durations=10 {_after_dashes(c)}", pty=_pty())
 
 
 @task

@@ -19,9 +19,21 @@ from invoke import Collection, Context, Exit
 OVERRIDE = re.compile(r"^(\+\+|\+|~)?[A-Za-z_][\w.@/-]*=")
 
 
+def override_args(c: Context) -> list[str]:
+    """The arguments given after `--`, each one as the shell handed it over. invoke joins them
+    with spaces (c.remainder), which loses the bounds of a quoted one, so they are read from
+    sys.argv, where they are still whole (c.remainder split again is the fallback)."""
+    if "--" in sys.argv:
+        given = sys.argv[sys.argv.index("--") + 1 :]
+        if " ".join(given) == c.remainder:
+            return given
+    return shlex.split(c.remainder)
+
+
 def overrides(c: Context) -> str:
-    """The Hydra overrides given after `--`."""
-    return c.remainder.strip()
+    """The arguments after `--`, quoted for the shell that c.run starts: each reaches the
+    command as one argument, and nothing in one ($(...), ${...}, quotes) is the shell's."""
+    return shlex.join(override_args(c))
 
 
 def whole_number(flag: str, value: str | int, minimum: int) -> int:

@@ -22,7 +22,7 @@ from cloud import PROVIDERS, runs, settings
 from cloud.commands import CloudError, Commands
 
 from . import framework
-from .args import overrides
+from .args import override_args
 from .project import IMAGE, PYTHON_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]  # the project
@@ -203,7 +203,7 @@ def run(c: Context, cpu: bool = False, image: str = "", outputs: str = "outputs"
     """Train inside the image on this machine: invoke run [--cpu] [-- hydra overrides]."""
     _docker_engine(c)
     command = [DOCKER, "run", *_container_args(c, cpu, image, outputs)]
-    command += shlex.split(overrides(c))
+    command += override_args(c)
     _docker_run(c, command, "docker run", pty=sys.stdout.isatty())
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from invoke import Context, Exit, task
 
 from . import framework
-from .args import overrides, whole_number
+from .args import override_args, overrides, whole_number
 from .project import DEFAULT_CLOUD, DEFAULT_GPU, PACKAGE
 
 PYTHON = shlex.quote(sys.executable)
@@ -128,7 +128,7 @@ def train(
         yes,
         resume,
         whole_number("--retries", retries, 0),
-        shlex.split(overrides(c)),
+        override_args(c),
         backend,
         nodes,
         monitor,

@@ -76,6 +76,7 @@ BAD = {
     "+sed=3": "sed: no such key; did you mean seed?",
     "optimizer.lrr=0.1": "optimizer.lrr: no such key; did you mean optimizer.lr?",
     "+model.hidden=[8]": "model.hidden: ",
+    "tags=[it's]": "tags=[it's]: not an override Hydra can read; quote a value that holds",
 }
 # Keys that hold free text or Hydra's own settings: any value is fine.
 FREE = {"task_name", "ckpt_path", "tags", "callbacks.checkpoint.mirror_uri", "data.source", "paths",

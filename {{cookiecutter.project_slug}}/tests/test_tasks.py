@@ -7,15 +7,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
 from conftest import PROJECT_ROOT, project_env, read_metrics
 
 INVOKE = [sys.executable, "-m", "invoke"]
 
 
-def invoke(*args: str) -> subprocess.CompletedProcess:
+def invoke(*args: str, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [*INVOKE, *args], cwd=PROJECT_ROOT, env=project_env(), capture_output=True, text=True,
-        timeout=300,
+        [*INVOKE, *args], cwd=PROJECT_ROOT, env=project_env(**env), capture_output=True,
+        text=True, timeout=300,
     )  # fmt: skip
 
 
@@ -41,10 +42,21 @@ def test_list_and_help() -> None:
     assert helped.returncode == 0 and "--gpus" in helped.stdout
 
 
-def test_train_passes_overrides_through(tmp_path: Path) -> None:
-    result = invoke("train", "--", "debug=fast", "logger=jsonl", f"hydra.run.dir={tmp_path}")
+def test_train_passes_overrides_through_each_as_given(tmp_path: Path) -> None:
+    """Each override reaches Hydra as the shell handed it over: spaces, quotes, `$(...)` and
+    `${...}` inside one stay in it, and no shell on the way runs or expands anything."""
+    planted = tmp_path / "ran"
+    result = invoke(
+        "train", "--", "debug=fast", "logger=jsonl", f"hydra.run.dir={tmp_path / 'run'}",
+        f"tags=[first tag,\"$(touch {planted})\",\"it's\"]",
+        "trainer.max_epochs=${oc.env:EPOCHS,3}",
+        EPOCHS="1",
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    assert read_metrics(tmp_path)["epochs"] == 1
+    assert read_metrics(tmp_path / "run")["epochs"] == 1  # Hydra resolved ${oc.env:EPOCHS,3}
+    config = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
+    assert config["tags"] == ["first tag", f"$(touch {planted})", "it's"]
+    assert not planted.exists()
 
 
 def test_bad_gpu_count_is_refused() -> None:

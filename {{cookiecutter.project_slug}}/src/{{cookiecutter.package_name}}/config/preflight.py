@@ -99,7 +99,16 @@ def _jobs(overrides: list[str]) -> list[list[str]]:
 
 def _check_groups(overrides: list[str]) -> None:
     """`group=option` must name a file configs/<group>/<option>.yaml."""
-    for override in OverridesParser.create().parse_overrides(overrides):
+    parser = OverridesParser.create()
+    for given in overrides:
+        try:
+            parser.parse_overrides([given])
+        except HydraException:  # not Hydra's override grammar
+            raise BadCommandLine(
+                f"{given}: not an override Hydra can read; quote a value that holds spaces, "
+                "quotes or brackets, inside the shell's quotes: 'key=\"a value\"'"
+            ) from None
+    for override in parser.parse_overrides(overrides):
         group = override.key_or_group
         folder = CONFIG_DIR / group
         if override.package or "." in group or group == "hydra" or not folder.is_dir():
