@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from template_tools.frameworks import check_python
-from template_tools.gpus import check_gpu
+from template_tools.gpus import check_gpu, check_gpu_runs_the_image
 from template_tools.naming import check_package_name, check_project_slug
 
 # In prompt order: each rule checks once every answer it reads has been given.
@@ -15,6 +15,10 @@ RULES: list[tuple[tuple[str, ...], Callable[[Mapping[str, Any]], None]]] = [
     (("package_name",), lambda a: check_package_name(a["package_name"])),
     (("framework", "python_version"), lambda a: check_python(a["framework"], a["python_version"])),
     (("default_cloud", "default_gpu"), lambda a: check_gpu(a["default_cloud"], a["default_gpu"])),
+    (
+        ("framework", "default_cloud", "default_gpu"),
+        lambda a: check_gpu_runs_the_image(a["framework"], a["default_cloud"], a["default_gpu"]),
+    ),
 ]
 
 

@@ -159,10 +159,13 @@ def test_invoke_run_trains_and_writes_metrics_into_the_mount(
     framework: str, projects: dict[str, Path], images: dict[str, str], tmp_path: Path
 ) -> None:
     outputs = tmp_path / "outputs"
+    earlier = outputs / "train" / "earlier-run"  # a run made here, by this user (root in CI)
+    earlier.mkdir(parents=True)
     options = ["--cpu", "--image", images[framework], "--outputs", str(outputs)]
     done = invoke(projects[framework], "run", *options, "--", "trainer.max_epochs=2", timeout=600)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     [run_dir] = run_dirs(outputs)
+    assert run_dir.parent == earlier.parent and run_dir.stat().st_uid == os.getuid()
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["epochs"] == 2
     assert 0 <= metrics["test/accuracy"] <= 1

@@ -139,6 +139,19 @@ def test_gpu_not_on_cloud_is_rejected_with_the_valid_list(cloud: str, gpu: str) 
     assert ", ".join(gpus_on(cloud)) in message
 
 
+def test_a_gpu_older_than_the_frameworks_cuda_is_refused_at_baking() -> None:
+    """PyTorch's image is CUDA 13, which builds for compute capability 7.5 and later: a V100
+    (7.0) could never run it. TensorFlow's CUDA 12 image still runs there."""
+    answers = default_answers(extra_context={"default_cloud": "aws", "default_gpu": "v100"})
+    with pytest.raises(ValueError) as caught:
+        validate(answers)
+    message = str(caught.value)
+    assert message.startswith("default_gpu 'v100' (compute capability 7.0) cannot run the pytorch")
+    assert "CUDA 13.0 runs on compute capability 7.5 and later; pass default_gpu=t4" in message
+    assert "v100" not in message.split("pass ")[1]
+    validate({**answers, "framework": "tensorflow"})
+
+
 def test_default_answers_are_valid() -> None:
     answers = default_answers()
     validate(answers)

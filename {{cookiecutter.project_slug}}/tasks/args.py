@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import re
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -100,6 +101,20 @@ def _namespace_with_a_space(namespace: Collection, args: list[str]) -> str:
     return ""
 
 
+def help_of_positional_tasks(namespace: Collection, argv: list[str]) -> None:
+    """`invoke data.prepare --help` shows the task's help, as `invoke --help data.prepare` does:
+    invoke itself would take `--help` for the task's first positional argument (SRC)."""
+    args = argv[1 : argv.index("--")] if "--" in argv else argv[1:]
+    if len(args) < 2 or args[1] not in ("-h", "--help"):
+        return
+    contexts = {ctx.name: ctx for ctx in copy.deepcopy(namespace).to_contexts()}
+    if args[0] in contexts and contexts[args[0]].positional_args:
+        shown = subprocess.run([sys.executable, "-m", "invoke", "--help", args[0]], check=False)
+        raise Exit(code=shown.returncode)
+
+
 def check_command_line(namespace: Collection) -> None:
-    """refuse_overrides_before_dashes() on this process's command line."""
+    """The checks above on this process's command line."""
+    if Path(sys.argv[0] if sys.argv else "").name in ("invoke", "inv", "__main__.py"):
+        help_of_positional_tasks(namespace, sys.argv)
     refuse_overrides_before_dashes(namespace, sys.argv)

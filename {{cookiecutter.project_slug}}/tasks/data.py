@@ -25,6 +25,7 @@ INDEX = "index.json"
 
 @task(
     positional=["src", "dest"],
+    auto_shortflags=False,  # -h stays --help's (invoke would give it to --shard-size)
     help={
         "src": "a .npz (x, y), a .csv (last column the label) or a folder of images, one "
         "sub-folder per class",
@@ -34,7 +35,7 @@ INDEX = "index.json"
     },
 )
 def prepare(c: Context, src: str, dest: str, shard_size: str = "64", image_size: str = "") -> None:
-    """Shards of SRC at DEST, with an index and a sha256 per shard; the split is a run's split."""
+    """Shards of SRC at DEST (invoke data.prepare SRC DEST), with an index and a sha256 each."""
     flags = ["--shard-size", shard_size] + (["--image-size", image_size] if image_size else [])
     command = [sys.executable, "-m", f"{PACKAGE}.prepare", src, dest, *flags]
     c.run(shlex.join(command), pty=False)

@@ -28,7 +28,6 @@ from .project import IMAGE, PYTHON_VERSION
 ROOT = Path(__file__).resolve().parents[1]  # the project
 DOCKER = os.environ.get("DOCKER", "docker")  # another client: DOCKER=podman, or a path
 FLAVOURS = ("gpu", "cpu")  # each has its lock, requirements/<flavour>.txt
-IMAGE_UID = 1000  # the image's user (Dockerfile)
 CONTAINER_OUTPUTS = "/workspace/outputs"  # PROJECT_ROOT=/workspace in the image
 # The image is Linux x86_64 with the project's Python; the locks are made for that.
 LOCK_PYTHON = PYTHON_VERSION
@@ -182,11 +181,10 @@ def _container_args(c: Context, cpu: bool, image: str, outputs: str) -> list[str
     args = ["--rm", f"--volume={folder}:{CONTAINER_OUTPUTS}"]
     if gpu:
         args.append("--gpus=all")
-    if hasattr(os, "getuid") and os.getuid() != 0:
-        # Write the outputs as you, so they are yours on this machine.
+    if hasattr(os, "getuid"):
+        # Write the outputs as you (root too, whose earlier runs' folders the image's user could
+        # not write into), so they are yours on this machine.
         args += [f"--user={os.getuid()}:{os.getgid()}", "--env=HOME=/tmp"]
-    elif hasattr(os, "getuid") and folder.stat().st_uid == 0:
-        os.chown(folder, IMAGE_UID, IMAGE_UID)  # root here: let the image's user write there
     if Path(".env").is_file():
         args.append("--env-file=.env")  # secrets reach the container at run time, never the image
     return [*args, image or f"{IMAGE}:{flavour(not gpu)}"]

@@ -157,7 +157,7 @@ def stop(c: Context, run: str = "", dry_run: bool = False) -> None:
     """Stop a cloud run: delete its machine, or cancel its job; says where its outputs are."""
     if not run:
         raise Exit("error: invoke stop needs --run ID (invoke status lists the runs)", 2)
-    record = runs.load(_run_id(run)) or {"run": run, "cloud": DEFAULT_CLOUD}
+    record = runs.load(_run_id(run)) or _labelled(run)
     options = settings.load(record["cloud"], IMAGE)
     cmd = Commands(dry_run=dry_run)
     job = record.get("backend", "vm") != "vm"
@@ -180,6 +180,30 @@ def stop(c: Context, run: str = "", dry_run: bool = False) -> None:
         f"(checkpoints every few minutes, and at a graceful stop); resume with "
         f"invoke train --cloud={record['cloud']} --resume {run}"
         + (f" --backend={record['backend']}" if job else "")
+    )
+
+
+def _labelled(run: str) -> dict[str, Any]:
+    """A run this machine has no record of, found on the clouds by its labels: a machine (or
+    group) labelled invoke-managed and invoke-run=RUN. Only such a one is ever stopped: a name
+    alone may be anyone's machine. These lookups only read, in a dry run too."""
+    looked = []
+    for cloud in _clouds(""):
+        if cloud == "local" or shutil.which(CLIS[cloud]) is None:
+            continue
+        looked.append(cloud)
+        try:
+            found = PROVIDERS[cloud].runs(settings.load(cloud, IMAGE), Commands(verbose=False))
+        except CloudError as error:
+            raise fail(error) from None
+        for entry in found:
+            if entry.get("run") == run:
+                return {**entry, "cloud": cloud}
+    where = f" or on {', '.join(looked)}" if looked else ""
+    raise Exit(
+        f"error: --run {run}: no run of this project by that id here{where} (invoke stop stops "
+        "only what carries its invoke-managed and invoke-run labels); invoke status lists them",
+        2,
     )
 
 

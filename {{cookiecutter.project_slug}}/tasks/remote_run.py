@@ -58,7 +58,11 @@ def launch(plan: Plan, cmd: Commands, detach: bool) -> dict[str, Any]:
 
 
 def _registry_host(plan: Plan) -> str:
-    return plan.image.split("/", 1)[0] if "/" in plan.image else ""
+    """The registry the VM logs in to with the cloud's credentials: the image's, if it is the
+    cloud's own (ECR, Artifact Registry, the project's ACR); another's (ghcr.io, Docker Hub)
+    is pulled without them, never handed the cloud's token."""
+    host = plan.image.split("/", 1)[0] if "/" in plan.image else ""
+    return host if host and PROVIDERS[plan.cloud].own_registry(host, plan.settings) else ""
 
 
 def print_log(

@@ -88,6 +88,35 @@ def test_a_spot_t4_run_sends_every_setting(gcp: tuple[google_api.GoogleApi, dict
     assert run_id not in api.instances
 
 
+def test_stop_stops_only_what_bears_the_projects_labels(
+    gcp: tuple[google_api.GoogleApi, dict],
+) -> None:
+    """A run this machine has no record of is looked up by its labels: someone's VM of that
+    name is left alone, in one line; a labelled run started elsewhere is stopped."""
+    api, env = gcp
+    zone = f"{api.url}/compute/v1/projects/my-project/zones/us-central1-b"
+    api.instances["my-db-server"] = {
+        "name": "my-db-server", "zone": zone, "status": "RUNNING", "labels": {},
+        "machineType": f"{zone}/machineTypes/n2-standard-4", "kind": "compute#instance",
+    }  # fmt: skip
+    run = "cloud-gpu-project-261201-120000-ab"
+    api.instances["vm-of-another-machine"] = {
+        **api.instances["my-db-server"], "name": "vm-of-another-machine",
+        "labels": {"invoke-managed": "true", "invoke-run": run},
+    }  # fmt: skip
+    for dry in ([], ["--dry-run"]):
+        refused = invoke_cli("stop", "--run", "my-db-server", *dry, env=env)
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        assert refused.stderr.startswith("error: --run my-db-server: no run of this project")
+        assert "delete" not in refused.stdout
+    stopped = invoke_cli("stop", "--run", run, env=env)
+    assert stopped.returncode == 0, stopped.stderr
+    assert [r.path.rsplit("/", 1)[-1] for r in api.requests if r.method == "DELETE"] == [
+        "vm-of-another-machine"
+    ]
+    assert "my-db-server" in api.instances
+
+
 def test_a_gpu_built_into_its_machine_type_takes_no_accelerator(
     gcp: tuple[google_api.GoogleApi, dict],
 ) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import json
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -189,3 +190,21 @@ def test_stopping_a_run_started_elsewhere_names_its_machine(tmp_path, cloud, com
     done = invoke_cli("stop", "--run", "proj-261201-1-ab", "--dry-run", env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"$ {command}")
+
+
+@pytest.mark.parametrize(
+    ("image", "registry"),
+    [
+        (f"123456789012.dkr.ecr.us-east-1.amazonaws.com/p@{DIGEST}",
+         "123456789012.dkr.ecr.us-east-1.amazonaws.com"),
+        (f"ghcr.io/someone/p@{DIGEST}", ""),
+        (f"123456789012.dkr.ecr.us-east-1.amazonaws.com.evil.example/p@{DIGEST}", ""),
+    ],
+)  # fmt: skip
+def test_the_vm_logs_in_to_its_clouds_registry_only(image: str, registry: str, tmp_path) -> None:
+    """The cloud's registry token (ECR's is good for every repository of the account for 12
+    hours) is never handed to another registry named in --image: that image is pulled without."""
+    env = project_env(CLOUD_RUNS=str(tmp_path / "runs"), CLOUD_SETTINGS=str(tmp_path / "none"))
+    done = invoke_cli("train", "--cloud=aws", "--gpu=t4", f"--image={image}", "--dry-run", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"\nREGISTRY={shlex.quote(registry)}\n" in done.stdout

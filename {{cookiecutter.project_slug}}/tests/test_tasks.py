@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -40,6 +41,13 @@ def test_list_and_help() -> None:
         assert name in listed.stdout
     helped = invoke("train", "--help")
     assert helped.returncode == 0 and "--gpus" in helped.stdout
+    names = re.findall(r"^  (\S+)", listed.stdout, re.MULTILINE)  # continuations go deeper
+    assert len(names) > 20
+    for name in names:  # a task's own short flags never take -h (--shard-size once did)
+        helped = invoke(name, "-h")
+        assert helped.returncode == 0 and f"] {name} [" in helped.stdout, helped.stderr
+    helped = invoke("data.prepare", "--help")  # SRC DEST are positional: --help is still help
+    assert helped.returncode == 0 and "--shard-size" in helped.stdout, helped.stderr
 
 
 def test_train_passes_overrides_through_each_as_given(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ may pull, read the run's secrets and write its outputs."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from ..commands import Commands
@@ -93,6 +94,11 @@ def ensure_repository(settings: dict[str, Any], cmd: Commands) -> str:
             )
         )
     return f"{registry(settings, cmd)}/{name}"
+
+
+def own_registry(host: str, settings: dict[str, Any]) -> bool:
+    """Whether `host` is an ECR registry, the only kind the VM's ECR token may be sent to."""
+    return re.fullmatch(r"\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com", host) is not None
 
 
 def docker_login(settings: dict[str, Any], cmd: Commands, docker: str) -> None:

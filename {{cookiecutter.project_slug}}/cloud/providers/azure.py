@@ -27,6 +27,11 @@ def registry(settings: dict[str, Any]) -> str:
     return f"{registry_name(settings)}.azurecr.io"
 
 
+def own_registry(host: str, settings: dict[str, Any]) -> bool:
+    """Whether `host` is the project's ACR, the only registry the VM's identity logs in to."""
+    return host == registry(settings)
+
+
 def ensure_repository(settings: dict[str, Any], cmd: Commands) -> str:
     name, group = registry_name(settings), settings["resource_group"]
     found = cmd.run(_az("acr", "show", "--name", name, "--resource-group", group), check=False)

@@ -54,6 +54,11 @@ def registry(settings: dict[str, Any]) -> str:
     return f"{settings['region']}-docker.pkg.dev"
 
 
+def own_registry(host: str, settings: dict[str, Any]) -> bool:
+    """Whether `host` is Artifact Registry's, the only host the VM's credentials may go to."""
+    return host.endswith("-docker.pkg.dev")
+
+
 def docker_login(settings: dict[str, Any], cmd: Commands, docker: str) -> None:
     del docker  # gcloud writes the credential helper into docker's own config
     cmd.run(["gcloud", "auth", "configure-docker", registry(settings), "--quiet"])

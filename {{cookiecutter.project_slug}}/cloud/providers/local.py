@@ -26,6 +26,11 @@ def ensure_repository(settings: dict[str, Any], cmd: Commands) -> str:
     )
 
 
+def own_registry(host: str, settings: dict[str, Any]) -> bool:
+    """A local registry needs no login: nothing is sent to any."""
+    return False
+
+
 def docker_login(settings: dict[str, Any], cmd: Commands, docker: str) -> None:
     """A local registry takes pushes without a login."""
 

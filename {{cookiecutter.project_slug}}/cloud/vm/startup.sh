@@ -62,7 +62,6 @@ case $CLOUD in
         "$METADATA_URL/latest/meta-data/spot/instance-action" >/dev/null
     }
     registry_login() {
-      [[ $CLOUD == aws ]] || return 0  # a local registry needs no login
       aws ecr get-login-password --region "$REGION" \
         | docker login --username AWS --password-stdin "$REGISTRY" >/dev/null
     }
@@ -152,8 +151,14 @@ if (( GPUS > 0 )); then
   for _ in $(seq 60); do nvidia-smi >/dev/null 2>&1 && break; log "waiting for the GPU driver"; sleep 5; done
   nvidia-smi >/dev/null 2>&1 || { log "no NVIDIA driver answers"; exit 1; }
 fi
-registry_login || { log "cannot log in to $REGISTRY"; exit 1; }
-docker pull --quiet "$IMAGE" >/dev/null || { log "cannot pull $IMAGE"; exit 1; }
+# The cloud's credentials go to its own registry only (REGISTRY is empty for any other: the
+# image is pulled without them). An image already here by that digest or id is not pulled again:
+# --cloud=local without a registry runs the image by its id, which no registry serves.
+if [[ -n $REGISTRY ]]; then
+  registry_login || { log "cannot log in to $REGISTRY"; exit 1; }
+fi
+docker image inspect "$IMAGE" >/dev/null 2>&1 \
+  || docker pull --quiet "$IMAGE" >/dev/null || { log "cannot pull $IMAGE"; exit 1; }
 bucket_copy "$BUCKET/outputs" "$OUTPUTS"  # a resumed run finds its last checkpoint here
 chown -R 1000:1000 "$OUTPUTS" 2>/dev/null || true  # the image's user writes there
 
