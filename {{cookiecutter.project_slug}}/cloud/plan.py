@@ -12,6 +12,8 @@ from typing import Any
 
 from .catalog import Offer
 
+DISK_GB = 200  # every VM's boot disk (the image, the data cache, the checkpoints)
+
 # Valid as a GCP instance name, an AWS tag, an Azure VM name and a GCP label value: lowercase,
 # a letter first, no underscore, no trailing hyphen, 40 characters at most (room for a prefix).
 RUN_ID = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
@@ -68,6 +70,8 @@ class Plan:
     price_note: str = ""  # what node_price is, and its source
     job_name: str = ""  # the service's name for this submission (a resubmission needs a new one)
     monitor: bool = False  # the VM serves the trainer's metrics and runs the exporters
+    attempts: int = 1  # launches it may take: 1 + --retries after preemptions
+    worst_node_price: float | None = None  # a job node's highest rate (on-demand), or None
 
     @property
     def secret_names(self) -> str:
@@ -102,8 +106,21 @@ class Plan:
         return None if each is None else round(each * self.nodes, 4)
 
     @property
+    def worst_price(self) -> float | None:
+        """USD per hour of all the nodes at the most the run can be billed: a spot hour is never
+        dearer than an on-demand one (AWS's default spot maximum is the on-demand price, Azure's
+        --max-price -1 bills the lower of the two, GCP's Spot prices sit below on-demand)."""
+        if not self.offer:
+            return 0.0
+        each = self.worst_node_price if self.is_job else self.offer.on_demand
+        return None if each is None else round(each * self.nodes, 4)
+
+    @property
     def cost_cap(self) -> float | None:
-        return None if self.price is None else round(self.price * self.max_hours, 2)
+        """The most the run's machines can cost: the worst rate for --max-hours, once for every
+        launch --retries allows (each relaunch runs up to --max-hours again)."""
+        worst = self.worst_price
+        return None if worst is None else round(worst * self.max_hours * self.attempts, 2)
 
     @property
     def deadline_time(self) -> datetime.datetime:
@@ -141,12 +158,7 @@ class Plan:
                     if self.price is not None
                     else "unknown: the catalog has no spot price",
                 ),
-                (
-                    "cost cap",
-                    f"${self.cost_cap:.2f} (--max-hours {self.max_hours:g})"
-                    if self.cost_cap is not None
-                    else f"--max-hours {self.max_hours:g}",
-                ),
+                ("cost cap", _cap_words(self)),
             ]
         rows += [
             ("image", self.image),
@@ -159,6 +171,23 @@ class Plan:
             ("command", shlex.join(self.container)),
         ]
         return rows
+
+
+def _cap_words(plan: Plan) -> str:
+    """The cost cap as the summary says it: the sum, how it is made, and what it leaves out."""
+    if plan.cost_cap is None or plan.worst_price is None:
+        return f"--max-hours {plan.max_hours:g}; the price is unknown"
+    flags = [f"--max-hours {plan.max_hours:g}"]
+    sum_ = f"{plan.max_hours:g} h x ${plan.worst_price:.3f}/h"
+    if plan.attempts > 1:
+        sum_ += f" x {plan.attempts} launches"
+        flags.append(f"--retries {plan.attempts - 1}")
+    words = [f"${plan.cost_cap:.2f} at most: {sum_} ({', '.join(flags)})"]
+    if plan.spot:
+        words.append("a spot hour bills at most the on-demand rate")
+    if not plan.is_job:
+        words.append(f"not counted: the {DISK_GB} GB disk while the machine exists")
+    return "; ".join(words)
 
 
 ENGINES = {

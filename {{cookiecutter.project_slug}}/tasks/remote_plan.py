@@ -85,13 +85,14 @@ def plan_run(
     if engine is not None:  # each node runs the launcher; the service keeps the run folder
         container = launcher(PACKAGE, engine.run_dir(bucket), overrides)
         node_price, price_note = catalog.job_price(backend, offer, spot)  # type: ignore[arg-type]
+        worst_node, _ = catalog.job_price(backend, offer, False)  # type: ignore[arg-type]
     else:
         if cloud == "aws":
             PROVIDERS[cloud].ensure_identity(options, cmd)
         container = framework.container_command(
             PACKAGE, offer.count if offer else 1, [f"hydra.run.dir={RUN_DIR}", *watched, *overrides]
         )
-        node_price, price_note = None, ""
+        node_price, price_note, worst_node = None, "", None
     plan = Plan(
         run_id=run_id,
         cloud=cloud,
@@ -111,6 +112,7 @@ def plan_run(
         nodes=node_count,
         node_price=node_price,
         price_note=price_note,
+        worst_node_price=worst_node,
         monitor=monitor,
     )
     if engine is not None:

@@ -147,6 +147,7 @@ def run_in_cloud(
             c, cloud, gpu, spot, region, zone, image_ref, max_hours, resume, overrides, cmd,
             backend, nodes, monitor,
         )  # fmt: skip
+        plan = dataclasses.replace(plan, attempts=retries + 1)  # the cap counts every launch
         show(plan, cmd)
         if not plan.is_job:  # a VM's quota; the services check their own when they schedule
             problem = getattr(PROVIDERS[cloud], "quota_problem", lambda *_: None)(plan, cmd)

@@ -208,3 +208,19 @@ def test_the_vm_logs_in_to_its_clouds_registry_only(image: str, registry: str, t
     done = invoke_cli("train", "--cloud=aws", "--gpu=t4", f"--image={image}", "--dry-run", env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"\nREGISTRY={shlex.quote(registry)}\n" in done.stdout
+
+
+def test_the_cost_cap_is_the_worst_case_the_run_can_cost(tmp_path) -> None:
+    """A spot hour can cost up to the on-demand rate, and each relaunch of --retries runs up to
+    --max-hours again: the cap shown (and asked about) is that sum, and names what it leaves out."""
+    od = catalog.offer("aws", "t4", 1).on_demand
+    env = project_env(CLOUD_RUNS=str(tmp_path / "runs"), CLOUD_SETTINGS=str(tmp_path / "none"))
+    done = invoke_cli(
+        "train", "--cloud=aws", "--gpu=t4", "--spot", "--max-hours=2", "--retries=1",
+        f"--image=r@{DIGEST}", "--dry-run", env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    (cap,) = [line for line in done.stdout.splitlines() if line.strip().startswith("cost cap")]
+    assert f"${od * 2 * 2:.2f} at most: 2 h x ${od:.3f}/h x 2 launches (--max-hours 2, " in cap
+    assert "a spot hour bills at most the on-demand rate" in cap
+    assert cap.endswith("not counted: the 200 GB disk while the machine exists")

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..commands import CloudError, Commands
-from ..plan import LABEL_PREFIX, Plan
+from ..plan import DISK_GB, LABEL_PREFIX, Plan
 from .aws_account import aws_cli
 
 # The account's side of a run (tasks ask every provider module for these), in aws_account.py.
@@ -22,7 +22,6 @@ from .aws_account import own_registry as own_registry
 # The Deep Learning Base AMI (NVIDIA driver, Docker, the NVIDIA container toolkit, the AWS CLI),
 # as AWS publishes it in SSM; catalog.json names the parameter.
 ROOT_DEVICE = "/dev/sda1"  # the Ubuntu DLAMI's root volume
-DISK_GB = 200
 
 
 def machine_image(plan: Plan, image: dict[str, Any], cmd: Commands) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..commands import CloudError, Commands
-from ..plan import LABEL_PREFIX, Plan
+from ..plan import DISK_GB, LABEL_PREFIX, Plan
 
 
 def _az(*args: str) -> list[str]:
@@ -103,7 +103,7 @@ def create_commands(plan: Plan, script: str) -> list[list[str]]:
         "--assign-identity",
         settings["identity"],
         "--os-disk-size-gb",
-        "200",
+        str(DISK_GB),
         "--os-disk-delete-option",
         "Delete",
         "--nic-delete-option",

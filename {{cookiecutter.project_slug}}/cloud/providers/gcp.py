@@ -9,9 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..commands import CloudError, Commands
-from ..plan import LABEL_PREFIX, Plan
-
-DISK_GB = 200
+from ..plan import DISK_GB, LABEL_PREFIX, Plan
 
 
 def _gcloud(settings: dict[str, Any], *args: str) -> list[str]:
