@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import getpass
+import os
 import shutil
 import sys
 from typing import Any
@@ -21,7 +22,7 @@ from cloud.vm import exporters
 
 from . import framework
 from .image import push_to
-from .project import DEFAULT_GPU, IMAGE, PACKAGE
+from .project import DEFAULT_GPU, DEFAULT_LOGGER, IMAGE, LOGGER_KEYS, PACKAGE
 
 # The run's folder in the container; its outputs go to the bucket.
 RUN_DIR = "/workspace/outputs/run"
@@ -144,6 +145,25 @@ def _monitor_overrides(
 
 def install_hint(cli: str) -> str:
     return INSTALL[CLIS.get(cli, cli)]
+
+
+# Stores where [secrets] live, for the hint of unsent_secrets().
+STORES = {"aws": "Secrets Manager", "gcp": "Secret Manager", "azure": "Key Vault",
+          "local": "this shell's environment"}  # fmt: skip
+
+
+def unsent_secrets(plan: Plan, overrides: list[str]) -> list[str]:
+    """What a run will not have that this shell does: the run's logger's key (LOGGER_KEYS), set
+    here but not named under cloud.toml's [secrets] (a VM never gets this machine's environment)."""
+    chosen = [o.removeprefix("logger=") for o in overrides if o.startswith("logger=")]
+    logger = chosen[-1] if chosen else DEFAULT_LOGGER
+    store = STORES.get(plan.cloud, "the cloud's secret store")
+    return [
+        f"{key} is set here but will not reach the run, whose {logger} logger then has none: put "
+        f'it in {store} and name it under [secrets] in cloud.toml ({key} = "its name there")'
+        for key in LOGGER_KEYS.get(logger, ())
+        if os.environ.get(key) and key not in plan.secrets
+    ]
 
 
 def show(plan: Plan, cmd: Commands) -> None:

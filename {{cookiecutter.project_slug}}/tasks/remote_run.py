@@ -21,7 +21,7 @@ from cloud.plan import Plan, PlanError
 from cloud.vm import startup
 
 from . import managed
-from .remote_plan import confirm, fail, plan_run, show
+from .remote_plan import confirm, fail, plan_run, show, unsent_secrets
 
 FOLLOW_SECONDS = 10
 # A run's log in its bucket, under outputs/: the trainer's own, uploaded as the run goes (a job's
@@ -149,6 +149,8 @@ def run_in_cloud(
         )  # fmt: skip
         plan = dataclasses.replace(plan, attempts=retries + 1)  # the cap counts every launch
         show(plan, cmd)
+        for warning in unsent_secrets(plan, overrides):
+            print(f"warning: {warning}", file=sys.stderr)
         if not plan.is_job:  # a VM's quota; the services check their own when they schedule
             problem = getattr(PROVIDERS[cloud], "quota_problem", lambda *_: None)(plan, cmd)
             if problem:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import project_env, run_module
+from conftest import invoke_cli, project_env, run_module
 
 FAKE_KEY = "0123456789abcdef0123456789abcdef01234567"
 
@@ -84,3 +84,21 @@ def test_a_bad_wandb_mode_stops_before_the_run(tmp_path: Path) -> None:
         "error: logger.wandb.mode=sometimes must be one of online, offline, disabled"
     )
     assert not (tmp_path / "run").exists()
+
+
+def test_a_cloud_run_says_when_this_shells_api_key_will_not_reach_it(tmp_path: Path) -> None:
+    """A VM never gets this machine's environment: a WANDB_API_KEY set here but not named under
+    [secrets] is said before launch, with how to add it; named there, nothing is said."""
+    settings = tmp_path / "cloud.toml"
+    base = ["train", "--cloud=aws", "--gpu=t4", f"--image=r@sha256:{'1' * 64}", "--dry-run"]
+    env = wandb_env(tmp_path, CLOUD_SETTINGS=str(settings), CLOUD_RUNS=str(tmp_path / "runs"),
+                    WANDB_API_KEY=FAKE_KEY)  # fmt: skip
+    settings.write_text("")
+    done = invoke_cli(*base, env=env)
+    assert done.returncode == 0, done.stderr
+    (line,) = [line for line in done.stderr.splitlines() if "WANDB_API_KEY" in line]
+    assert line.startswith("warning: WANDB_API_KEY is set here but will not reach the run, whose")
+    assert "under [secrets] in cloud.toml" in line and FAKE_KEY not in done.stdout + done.stderr
+    assert "WANDB_API_KEY" not in invoke_cli(*base, "--", "logger=jsonl", env=env).stderr
+    settings.write_text('[secrets]\nWANDB_API_KEY = "wandb-api-key"\n')
+    assert "warning" not in invoke_cli(*base, env=env).stderr
