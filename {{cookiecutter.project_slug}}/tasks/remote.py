@@ -60,16 +60,23 @@ def status(c: Context, run: str = "", cloud: str = "") -> None:
     now = utc_now()
     rows: list[list[str]] = []
     seen: set[str] = set()
-    for name in _clouds(cloud):
+    if run:
+        _run_id(run)
+    asked = _clouds(cloud)
+    others = [name for name in PROVIDERS if name not in asked and name != "local"]
+    print(f"clouds asked: {', '.join(asked)}" + (
+        f" (those with runs here, and the default; --cloud {'|'.join(others)} asks another)"
+        if others and not cloud else ""))  # fmt: skip
+    for name in asked:
         if shutil.which(CLIS[name]) is None:
-            print(f"({name} not asked: {CLIS[name]} not found; {install_hint(name)})")
+            print(f"{name}: not asked, {CLIS[name]} is not installed ({install_hint(name)})")
             continue
         try:
             found_runs = PROVIDERS[name].runs(settings.load(name, IMAGE), Commands(verbose=False))
         except CloudError as error:
             if cloud:  # asked for by name: its error is the answer
                 raise fail(error) from None
-            print(f"({name} not asked: {error})")
+            print(f"{name}: not asked: {error}")
             continue
         for found in found_runs:
             if run and found["run"] != run:
@@ -91,6 +98,8 @@ def status(c: Context, run: str = "", cloud: str = "") -> None:
         rows.append(
             [record["run"], record["cloud"], record["gpu"], state, "-", "-", record["deadline"]]
         )
+    if run and not rows:
+        raise Exit(f"error: --run {run}: no such run here or on {', '.join(asked)}", 2)
     header = ["RUN", "CLOUD", "GPU", "STATE", "UPTIME", "COST SO FAR", "DEADLINE"]
     _table([header, *rows]) if rows else print("no cloud runs")
 

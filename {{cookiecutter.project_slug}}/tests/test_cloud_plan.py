@@ -13,6 +13,7 @@ import pytest
 from conftest import invoke_cli, project_env
 
 from cloud import catalog, plan
+from tasks.project import DEFAULT_CLOUD
 
 DIGEST = "sha256:" + "3" * 64
 
@@ -224,3 +225,17 @@ def test_the_cost_cap_is_the_worst_case_the_run_can_cost(tmp_path) -> None:
     assert f"${od * 2 * 2:.2f} at most: 2 h x ${od:.3f}/h x 2 launches (--max-hours 2, " in cap
     assert "a spot hour bills at most the on-demand rate" in cap
     assert cap.endswith("not counted: the 200 GB disk while the machine exists")
+
+
+def test_status_says_which_clouds_it_asked_and_an_unknown_run_is_an_error(tmp_path) -> None:
+    env = project_env(CLOUD_RUNS=str(tmp_path / "runs"), CLOUD_SETTINGS=str(tmp_path / "none"))
+    done = invoke_cli("status", env=env)
+    assert done.returncode == 0, done.stderr
+    first = done.stdout.splitlines()[0]
+    assert first.startswith(f"clouds asked: {DEFAULT_CLOUD} (those with runs here, and the default")
+    assert "--cloud " in first and done.stdout.rstrip().endswith("no cloud runs")
+    unknown = invoke_cli("status", "--run", "proj-261201-120000-zz", env=env)
+    assert unknown.returncode == 2
+    assert unknown.stderr.strip() == (
+        f"error: --run proj-261201-120000-zz: no such run here or on {DEFAULT_CLOUD}"
+    )
