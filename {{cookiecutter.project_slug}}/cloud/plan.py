@@ -72,6 +72,7 @@ class Plan:
     monitor: bool = False  # the VM serves the trainer's metrics and runs the exporters
     attempts: int = 1  # launches it may take: 1 + --retries after preemptions
     worst_node_price: float | None = None  # a job node's highest rate (on-demand), or None
+    needs: list[str] = field(default_factory=list)  # a dry run's: what a real run needs first
 
     @property
     def secret_names(self) -> str:

@@ -33,6 +33,33 @@ def _cli_value(*argv: str) -> str:
     return value if done.returncode == 0 and value not in ("(unset)", "None") else ""
 
 
+# The settings a real run of a cloud cannot go without, and how to give each: a dry run shows a
+# <placeholder> instead, then this list (with_placeholders).
+NEEDED = {
+    "gcp": {
+        "project": "no Google Cloud project: gcloud config set project PROJECT, or project = ... "
+        "under [gcp] in cloud.toml",
+    },
+    "azure": {
+        "storage_account": "no Azure storage account for the run's outputs: set storage_account "
+        '(and bucket = "az://container") under [azure] in cloud.toml',
+        "identity": "no managed identity for the VM: create a user-assigned identity with AcrPull "
+        "on the registry, Storage Blob Data Contributor on the storage account, Key Vault "
+        "Secrets User and Contributor on the runs' groups, and set identity = under [azure]",
+    },
+}
+
+
+def with_placeholders(cloud: str, settings: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """For a dry run: `settings` with `<name>` for each NEEDED one missing, and what a real run
+    needs first, so that the whole plan prints without any settings."""
+    missing = {key: text for key, text in NEEDED.get(cloud, {}).items() if not settings.get(key)}
+    filled = {**settings, **{key: f"<{key}>" for key in missing}}
+    if cloud == "gcp" and not settings.get("bucket"):
+        filled["bucket"] = f"gs://<project>-{settings['project_name']}"
+    return filled, list(missing.values())
+
+
 def load(cloud: str, project: str) -> dict[str, Any]:
     """The settings of `cloud` for the project named `project` (its slug)."""
     table = tomllib.loads(SETTINGS.read_text(encoding="utf-8")) if SETTINGS.exists() else {}
@@ -78,6 +105,7 @@ def load(cloud: str, project: str) -> dict[str, Any]:
             "storage_account": given.get("storage_account", ""),
             "bucket": given.get("bucket", "az://runs"),
             "identity": given.get("identity", ""),
+            "registry": given.get("registry", ""),  # an ACR's name; default: azure.registry_name
             "key_vault": given.get("key_vault", ""),
             "workspace": given.get("workspace", project),  # Azure ML's, for --backend=managed
             "datastore": given.get("datastore", ""),  # default: <project>_runs, over `bucket`

@@ -74,7 +74,9 @@ def plan_run(
         raise PlanError(
             f"--image {image_ref}: give it by digest (repo@sha256:...), never a moving tag"
         )
-    options = settings.load(cloud, IMAGE)
+    options, needs = settings.load(cloud, IMAGE), list[str]()
+    if cmd.dry_run:  # the whole plan, placeholders for what is not set yet, then what is needed
+        options, needs = settings.with_placeholders(cloud, options)
     watched = _monitor_overrides(cloud, backend, offer, options) if monitor else []
     for cli in (CLIS[cloud], *(["sky"] if backend == "skypilot" else [])):
         if shutil.which(cli) is None and not cmd.dry_run:
@@ -114,6 +116,7 @@ def plan_run(
         node_price=node_price,
         price_note=price_note,
         worst_node_price=worst_node,
+        needs=needs,
         monitor=monitor,
     )
     if engine is not None:
@@ -171,8 +174,10 @@ def show(plan: Plan, cmd: Commands) -> None:
         live = PROVIDERS["aws"].live_spot_price(plan, cmd)
         if live is not None:
             print(f"live spot price of {plan.offer.machine} in {plan.region}: ${live:.4f}/h")  # type: ignore[union-attr]
-    width = max(len(key) for key, _ in plan.summary())
-    for key, value in plan.summary():
+    stays = PROVIDERS[plan.cloud].lasting(plan.bucket, plan.settings)
+    rows = [*plan.summary(), *(("stays after it", what) for what in stays)]
+    width = max(len(key) for key, _ in rows)
+    for key, value in rows:
         print(f"  {key:<{width}}  {value}")
 
 

@@ -159,12 +159,15 @@ def run_in_cloud(
             confirm(plan, yes)
         if plan.is_job:
             run_job(plan, cmd, detach, retries)
+            if dry_run:
+                dry_run_done(plan)
             return
         for attempt in range(retries + 1):
             if not dry_run:
                 runs.save(plan, {})  # before the machine starts: a run is never unrecorded
             ids = launch(plan, cmd, detach)
             if dry_run:
+                dry_run_done(plan)
                 return
             runs.update(plan.run_id, **ids)
             if detach:
@@ -183,6 +186,15 @@ def run_in_cloud(
             print(f"preempted: relaunching {plan.run_id} (retry {attempt + 1} of {retries})")
     except (PlanError, catalog.CatalogError, CloudError) as error:
         raise fail(error) from None
+
+
+def dry_run_done(plan: Plan) -> None:
+    """A dry run's last lines: that nothing started, where its files are, what a real run needs."""
+    print(f"dry run: nothing started or made; its files are in {runs.folder(plan.run_id)}")
+    if plan.needs:
+        print("before a real run:")
+        for need in plan.needs:
+            print(f"  - {need}")
 
 
 def run_job(plan: Plan, cmd: Commands, detach: bool, retries: int) -> None:

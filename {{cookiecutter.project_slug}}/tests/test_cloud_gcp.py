@@ -3,6 +3,7 @@ requests `invoke train --cloud=gcp`, `status` and `stop` send, checked field by 
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -200,6 +201,7 @@ def test_push_in_a_dry_run_makes_the_registry_and_pushes(cloud: str, tmp_path: P
     settings = tmp_path / "cloud.toml"
     settings.write_text(
         '[gcp]\nproject = "my-project"\nregion = "europe-west4"\n[azure]\nresource_group = "ops"\n'
+        'subscription = "0000"\n'
     )
     env = project_env(CLOUD_SETTINGS=str(settings), CLOUD_RUNS=str(tmp_path / "runs"))
     done = invoke_cli("push", f"--cloud={cloud}", "--dry-run", env=env | {"DOCKER": "true"})
@@ -213,5 +215,7 @@ def test_push_in_a_dry_run_makes_the_registry_and_pushes(cloud: str, tmp_path: P
         remote = "europe-west4-docker.pkg.dev/my-project/{{ cookiecutter.project_slug }}"
     else:
         assert any(line.startswith("$ az acr show --name") for line in printed)
-        remote = f"{'{{ cookiecutter.project_slug }}'.replace('-', '')}registry.azurecr.io/{{ cookiecutter.project_slug }}"
+        # ACR names are global: the project's letters, and 8 hex digits of the subscription.
+        acr = "{{ cookiecutter.project_slug }}".replace("-", "") + hashlib.sha256(b"0000").hexdigest()[:8]
+        remote = f"{acr}.azurecr.io/{{ cookiecutter.project_slug }}"
     assert any(line.startswith(f"$ true push {remote}:") for line in printed), printed

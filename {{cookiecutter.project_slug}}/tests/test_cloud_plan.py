@@ -239,3 +239,31 @@ def test_status_says_which_clouds_it_asked_and_an_unknown_run_is_an_error(tmp_pa
     assert unknown.stderr.strip() == (
         f"error: --run proj-261201-120000-zz: no such run here or on {DEFAULT_CLOUD}"
     )
+
+
+@pytest.mark.parametrize(
+    ("cloud", "needed", "stays"),
+    [
+        ("gcp", ["no Google Cloud project"], ["Cloud Storage bucket <project>-", "Artifact"]),
+        ("azure", ["no Azure storage account", "no managed identity"],
+         ["resource group", "blob container runs in the storage account <storage_account>"]),
+        ("aws", [], ["S3 bucket", "ECR repository", "IAM role and instance profile"]),
+    ],
+)  # fmt: skip
+def test_a_dry_run_needs_no_settings_and_names_what_stays(
+    cloud: str, needed: list[str], stays: list[str], tmp_path
+) -> None:
+    """The whole plan, with <placeholders> for what is not set, then one list of what a real
+    run needs first; what outlives the run is named before anything is asked or paid."""
+    env = project_env(CLOUD_RUNS=str(tmp_path / "runs"), CLOUD_SETTINGS=str(tmp_path / "none"))
+    done = invoke_cli("train", f"--cloud={cloud}", "--gpu=t4", f"--image=r@{DIGEST}",
+                      "--dry-run", env=env)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    kept = [line.split("stays after it", 1)[1] for line in lines if "stays after it" in line]
+    assert all(any(word in line for line in kept) for word in stays), kept
+    end = next(i for i, line in enumerate(lines) if line.startswith("dry run: nothing started"))
+    wanted = [line.strip() for line in lines[end + 2 :]] if needed else []
+    assert all(any(line.startswith(f"- {need}") for line in wanted) for need in needed), wanted
+    assert len(wanted) == len(needed)
+    assert lines[end].endswith(f"its files are in {tmp_path / 'runs'}/{lines[end].rsplit('/')[-1]}")

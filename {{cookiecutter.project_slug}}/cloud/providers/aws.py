@@ -17,6 +17,7 @@ from .aws_account import docker_login as docker_login
 from .aws_account import ensure_bucket as ensure_bucket
 from .aws_account import ensure_identity as ensure_identity
 from .aws_account import ensure_repository as ensure_repository
+from .aws_account import lasting as lasting
 from .aws_account import own_registry as own_registry
 
 # The Deep Learning Base AMI (NVIDIA driver, Docker, the NVIDIA container toolkit, the AWS CLI),

@@ -96,6 +96,16 @@ def ensure_repository(settings: dict[str, Any], cmd: Commands) -> str:
     return f"{registry(settings, cmd)}/{name}"
 
 
+def lasting(plan_bucket: str, settings: dict[str, Any]) -> list[str]:
+    """What a run makes on first use that stays after it (each run reuses them)."""
+    bucket = plan_bucket.removeprefix("s3://").split("/", 1)[0]
+    return [
+        f"S3 bucket {bucket}: the runs' outputs, billed per GB-month stored",
+        f"ECR repository {settings['project_name']}: the images, billed per GB-month stored",
+        f"IAM role and instance profile {settings['instance_profile']}: no charge",
+    ]
+
+
 def own_registry(host: str, settings: dict[str, Any]) -> bool:
     """Whether `host` is an ECR registry, the only kind the VM's ECR token may be sent to."""
     return re.fullmatch(r"\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com", host) is not None

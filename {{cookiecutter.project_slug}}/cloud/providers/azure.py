@@ -5,6 +5,7 @@ VM's identity."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 
 from ..commands import CloudError, Commands
 from ..plan import DISK_GB, LABEL_PREFIX, Plan
+from ..settings import NEEDED
 
 
 def _az(*args: str) -> list[str]:
@@ -19,12 +21,27 @@ def _az(*args: str) -> list[str]:
 
 
 def registry_name(settings: dict[str, Any]) -> str:
-    """An ACR name from the project's: 5-50 letters and digits."""
-    return (re.sub(r"[^a-z0-9]", "", settings["project_name"].lower()) + "registry")[:50]
+    """The project's ACR: cloud.toml's `registry`, else the project's letters and digits and 8
+    hex digits of the subscription's id. ACR names are global (5-50 letters and digits): from the
+    project's name alone, every project of the default name would ask for the same one."""
+    if settings.get("registry"):
+        return str(settings["registry"])
+    tag = hashlib.sha256(str(settings.get("subscription", "")).encode()).hexdigest()[:8]
+    return re.sub(r"[^a-z0-9]", "", settings["project_name"].lower())[:42] + tag
 
 
 def registry(settings: dict[str, Any]) -> str:
     return f"{registry_name(settings)}.azurecr.io"
+
+
+def lasting(plan_bucket: str, settings: dict[str, Any]) -> list[str]:
+    """What a run makes on first use that stays after it (each run reuses them)."""
+    return [
+        f"resource group {settings['resource_group']} with the container registry "
+        f"{registry(settings)} (Basic tier: a fixed daily fee, whatever it holds)",
+        f"blob container {plan_bucket.removeprefix('az://').split('/', 1)[0]} in the storage "
+        f"account {settings['storage_account']}: the runs' outputs, billed per GB-month stored",
+    ]
 
 
 def own_registry(host: str, settings: dict[str, Any]) -> bool:
@@ -61,10 +78,7 @@ def docker_login(settings: dict[str, Any], cmd: Commands, docker: str) -> None:
 
 def ensure_bucket(settings: dict[str, Any], cmd: Commands) -> str:
     if not settings.get("storage_account"):
-        raise CloudError(
-            "no Azure storage account for the run's outputs: set storage_account (and bucket = "
-            '"az://container") under [azure] in cloud.toml'
-        )
+        raise CloudError(NEEDED["azure"]["storage_account"])
     return settings["bucket"].rstrip("/")
 
 
@@ -79,11 +93,7 @@ def create_commands(plan: Plan, script: str) -> list[list[str]]:
     assert plan.offer is not None
     settings, group = plan.settings, plan.run_id
     if not settings.get("identity"):
-        raise CloudError(
-            "no managed identity for the VM: create a user-assigned identity with AcrPull on the "
-            "registry, Storage Blob Data Contributor on the storage account, Key Vault Secrets "
-            "User and Contributor on the runs' groups, and set identity = under [azure]"
-        )
+        raise CloudError(NEEDED["azure"]["identity"])
     vm = [
         "az",
         "vm",

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..commands import CloudError, Commands
 from ..plan import DISK_GB, LABEL_PREFIX, Plan
+from ..settings import NEEDED
 
 
 def _gcloud(settings: dict[str, Any], *args: str) -> list[str]:
@@ -18,10 +19,7 @@ def _gcloud(settings: dict[str, Any], *args: str) -> list[str]:
 
 def need_project(settings: dict[str, Any]) -> None:
     if not settings.get("project"):
-        raise CloudError(
-            "no Google Cloud project: gcloud config set project PROJECT, or project = ... "
-            "under [gcp] in cloud.toml"
-        )
+        raise CloudError(NEEDED["gcp"]["project"])
 
 
 def ensure_repository(settings: dict[str, Any], cmd: Commands) -> str:
@@ -50,6 +48,16 @@ def ensure_repository(settings: dict[str, Any], cmd: Commands) -> str:
 
 def registry(settings: dict[str, Any]) -> str:
     return f"{settings['region']}-docker.pkg.dev"
+
+
+def lasting(plan_bucket: str, settings: dict[str, Any]) -> list[str]:
+    """What a run makes on first use that stays after it (each run reuses them)."""
+    bucket = plan_bucket.removeprefix("gs://").split("/", 1)[0]
+    return [
+        f"Cloud Storage bucket {bucket}: the runs' outputs, billed per GB-month stored",
+        f"Artifact Registry repository {settings['project_name']} in {settings['region']}: the "
+        "images, billed per GB-month stored",
+    ]
 
 
 def own_registry(host: str, settings: dict[str, Any]) -> bool:

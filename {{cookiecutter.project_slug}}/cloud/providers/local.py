@@ -26,6 +26,11 @@ def ensure_repository(settings: dict[str, Any], cmd: Commands) -> str:
     )
 
 
+def lasting(plan_bucket: str, settings: dict[str, Any]) -> list[str]:
+    """Nothing on a cloud: the outputs stay in a folder (or the bucket) you named."""
+    return []
+
+
 def own_registry(host: str, settings: dict[str, Any]) -> bool:
     """A local registry needs no login: nothing is sent to any."""
     return False
