@@ -27,16 +27,28 @@ INDEX = "index.json"
     positional=["src", "dest"],
     auto_shortflags=False,  # -h stays --help's (invoke would give it to --shard-size)
     help={
-        "src": "a .npz (x, y), a .csv (last column the label) or a folder of images, one "
+        "src": "a .npz (x, y), a .csv (a header detected, text columns one-hot) or a folder "
+        "of images, one "
         "sub-folder per class",
         "dest": "a new folder, or an s3://, gs://, az:// prefix",
         "shard_size": "megabytes per shard (default 64)",
         "image_size": "WxH: resize every image to it (needed when their sizes differ)",
+        "label": "a .csv's label column, by name or number (default: the last)",
+        "header": "yes or no: whether a .csv's first row names its columns (default: detected)",
     },
 )
-def prepare(c: Context, src: str, dest: str, shard_size: str = "64", image_size: str = "") -> None:
+def prepare(
+    c: Context,
+    src: str,
+    dest: str,
+    shard_size: str = "64",
+    image_size: str = "",
+    label: str = "",
+    header: str = "",
+) -> None:
     """Shards of SRC at DEST (invoke data.prepare SRC DEST), with an index and a sha256 each."""
     flags = ["--shard-size", shard_size] + (["--image-size", image_size] if image_size else [])
+    flags += (["--label", label] if label else []) + (["--header", header] if header else [])
     command = [sys.executable, "-m", f"{PACKAGE}.prepare", src, dest, *flags]
     c.run(shlex.join(command), pty=False)
 

@@ -215,6 +215,30 @@ def test_missing_data_file_is_named_before_a_run_folder(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_an_empty_csv_stops_in_one_line_and_leaves_no_run_folder(tmp_path: Path) -> None:
+    (tmp_path / "empty.csv").write_text("height,species\n")
+    run_dir = tmp_path / "run"
+    result = run_module("train", *SHORT, "data=files", f"data.source={tmp_path / 'empty.csv'}",
+                        f"hydra.run.dir={run_dir}")  # fmt: skip
+    assert result.returncode == 2, result.stdout
+    assert result.stdout.strip().splitlines() == [
+        f"error: {tmp_path / 'empty.csv'}: a header and no rows of data"
+    ]
+    assert not run_dir.exists()
+
+
+@pytest.mark.slow
+def test_a_csv_with_a_header_and_a_named_label_trains(tmp_path: Path) -> None:
+    rows = "".join(f"{i % 7},{i % 3},{('up', 'down')[i % 2]}\n" for i in range(90))
+    (tmp_path / "moves.csv").write_text("a,b,direction\n" + rows)
+    result = run_module(
+        "train", *SHORT, "data=files", f"data.source={tmp_path / 'moves.csv'}",
+        "data.label=direction", f"hydra.run.dir={tmp_path / 'run'}",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout
+    assert "input (2,), 2 classes" in result.stdout
+
+
 def test_data_files_require_a_source() -> None:
     result = run_module("train", *SHORT, "data=files")
     assert result.returncode == 2

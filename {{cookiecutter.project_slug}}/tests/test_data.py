@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from {{ cookiecutter.package_name }}.data.sources import kfold_splits, load_arrays, load_splits
+from {{ cookiecutter.package_name }}.data.sources import kfold_splits, load_arrays, load_splits, load_table
 from {{ cookiecutter.package_name }}.data.splits import DataError
 
 
@@ -54,6 +54,55 @@ def test_npz_and_csv_from_paths_and_uris(tmp_path: Path, uri_prefix: str) -> Non
     for name in ("d.npz", "d.csv"):
         loaded_x, loaded_y = load_arrays(f"{uri_prefix}{tmp_path / name}")
         assert np.array_equal(loaded_x, x) and np.array_equal(loaded_y, y)
+
+
+CSV = """height,colour,species,weight
+1.5,red,cat,4
+2.5,blue,dog,12
+1.0,red,cat,3.5
+3.0,green,dog,20
+"""
+
+
+def test_a_csv_with_a_header_a_named_label_and_a_text_column(tmp_path: Path) -> None:
+    """The header is found, `label` names the label column wherever it is, the label's values
+    are the class names (sorted), a text column becomes one 0/1 column per category."""
+    (tmp_path / "pets.csv").write_text(CSV)
+    table = load_table(str(tmp_path / "pets.csv"), label="species")
+    assert table.classes == ["cat", "dog"] and table.y.tolist() == [0, 1, 0, 1]
+    # height, colour as blue/green/red, weight
+    assert table.x.tolist()[1] == [2.5, 1.0, 0.0, 0.0, 12.0]
+    assert table.columns[1] == {"name": "colour", "encoding": "one-hot",
+                                "categories": ["blue", "green", "red"]}  # fmt: skip
+    by_number = load_table(str(tmp_path / "pets.csv"), label="2")
+    assert np.array_equal(by_number.x, table.x) and by_number.classes == table.classes
+    no_header = load_table(str(tmp_path / "pets.csv"), label="2", header=False)
+    assert len(no_header.y) == 5  # the names are a row, and `species` one more class
+    (tmp_path / "plain.csv").write_text("1,2,0\n3,4,1\n")
+    plain = load_table(str(tmp_path / "plain.csv"))
+    assert plain.x.tolist() == [[1, 2], [3, 4]] and plain.classes == ["0", "1"]
+
+
+@pytest.mark.parametrize(
+    ("text", "label", "message"),
+    [
+        ("", None, "pets.csv: empty, no rows"),
+        ("a,b,c\n", None, "pets.csv: a header and no rows of data"),
+        ("1,2,0\n3,0\n", None, "pets.csv: row 2 has 2 columns, row 1 has 3"),
+        (CSV, "kind", "data.label=kind: {path} has no such column; its columns: height, colour"),
+        (CSV, "7", "data.label=7: {path} has columns 0 to 3"),
+        ("id,y\n" + "".join(f"x{i},{i % 2}\n" for i in range(150)), None,
+         "column id holds 150 distinct texts, too many to encode as categories"),
+    ],
+)  # fmt: skip
+def test_a_csv_that_cannot_be_read_is_refused_by_name(
+    tmp_path: Path, text: str, label: str | None, message: str
+) -> None:
+    path = tmp_path / "pets.csv"
+    path.write_text(text)
+    with pytest.raises(DataError) as caught:
+        load_table(str(path), label=label)
+    assert message.format(path=path) in str(caught.value)
 
 
 def test_bad_sources_are_named(tmp_path: Path) -> None:

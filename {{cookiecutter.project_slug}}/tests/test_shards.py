@@ -255,16 +255,34 @@ def test_a_folder_of_images_becomes_shards_and_trains(tmp_path: Path) -> None:
     assert "dog/2.png is 9x12" in done.stderr or "cat/2.png is 9x12" in done.stderr
     assert not (tmp_path / "bad").exists()
     image_folder(tmp_path / "pets", [(10, 12)] * 10)
+    (tmp_path / "pets" / "cat" / "notes.txt").write_text("not an image")
     done = invoke_cli(
         "data.prepare", str(tmp_path / "pets"), str(tmp_path / "shards"), "--image-size", "8x6"
     )
     assert done.returncode == 0, done.stdout + done.stderr
+    assert "skipped 1 files that are not images: cat/notes.txt" in done.stdout
     index = json.loads((tmp_path / "shards" / INDEX).read_text())
     assert index["classes"] == ["cat", "dog"] and index["layout"]["shape"] == [3, 6, 8]
     assert index["layout"]["dtype"] == "uint8"
     train(tmp_path / "run", "debug=fast", "logger=jsonl", "data=shards",
           f"data.source={tmp_path / 'shards'}", "data.batch_size=4")  # fmt: skip
     assert read_metrics(tmp_path / "run")["epochs"] == 1
+
+
+def test_a_csv_with_a_header_becomes_shards_that_say_how_it_was_encoded(tmp_path: Path) -> None:
+    rows = "".join(f"{i / 10},{('red', 'blue')[i % 2]},{('cat', 'dog')[i % 2]}\n"
+                   for i in range(30))  # fmt: skip
+    (tmp_path / "pets.csv").write_text("height,colour,species\n" + rows)
+    done = invoke_cli("data.prepare", str(tmp_path / "pets.csv"), str(tmp_path / "shards"),
+                      "--label", "species")  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "column colour: one-hot, blue, red" in done.stdout
+    index = json.loads((tmp_path / "shards" / INDEX).read_text())
+    assert index["classes"] == ["cat", "dog"] and index["layout"]["shape"] == [3]
+    assert index["columns"] == [
+        {"name": "height", "encoding": "number"},
+        {"name": "colour", "encoding": "one-hot", "categories": ["blue", "red"]},
+    ]
 
 
 @pytest.fixture(scope="module")

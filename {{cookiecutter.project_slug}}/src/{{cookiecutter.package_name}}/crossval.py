@@ -13,7 +13,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from .config import command
-from .data.sources import kfold_splits
+from .data.sources import kfold_splits, table_options
 from .training import outputs
 
 log = logging.getLogger(__name__)
@@ -29,6 +29,7 @@ def crossval(cfg: DictConfig) -> dict[str, Any]:
             cfg.data.val_fraction,
             cfg.data.test_fraction,
             cfg.data.split_seed,
+            **table_options(cfg.data),
         )
         scores = []
         for index, splits in enumerate(folds):

@@ -30,6 +30,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--val-fraction", type=float, default=defaults.val_fraction)
     parser.add_argument("--test-fraction", type=float, default=defaults.test_fraction)
     parser.add_argument("--split-seed", type=int, default=defaults.split_seed)
+    parser.add_argument("--label", default=None, help="a .csv's label column (default: last)")
+    parser.add_argument(
+        "--header", default=None, choices=["yes", "no"],
+        help="whether a .csv's first row names its columns (default: detected)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     try:
         size = _image_size(args.image_size)
@@ -47,6 +52,8 @@ def main(argv: list[str] | None = None) -> None:
             test_fraction=args.test_fraction,
             split_seed=args.split_seed,
             image_size=size,
+            label=args.label,
+            header=None if args.header is None else args.header == "yes",
         )
     except (DataError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -58,6 +65,12 @@ def main(argv: list[str] | None = None) -> None:
         + ", ".join(f"{counts[name]} {name}" for name in SPLITS)
         + f", samples {'x'.join(map(str, index['layout']['shape']))} {index['layout']['dtype']}"
     )
+    for column in index.get("columns", []):
+        if column["encoding"] == "one-hot":
+            print(f"column {column['name']}: one-hot, {', '.join(column['categories'])}")
+    if index["skipped"]:
+        shown = ", ".join(index["skipped"][:5]) + (", ..." if len(index["skipped"]) > 5 else "")
+        print(f"skipped {len(index['skipped'])} files that are not images: {shown}")
     print(f"train on it: invoke train -- data=shards data.source={args.dest}")
 
 

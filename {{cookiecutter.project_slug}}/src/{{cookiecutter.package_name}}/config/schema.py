@@ -82,6 +82,8 @@ class DataConfig:
     batch_size: int = key(COUNT)
     num_workers: int = key(NON_NEGATIVE_INT)
     folds: int = key(Rule("an integer of at least 2", lambda v: is_integer(v) and v >= 2))
+    label: Optional[str] = MISSING  # a .csv's label column, by name or number; null: the last
+    header: Optional[bool] = MISSING  # whether a .csv's first row names its columns; null: detect
     shards: Optional[ShardsConfig] = MISSING
 
 

@@ -1,9 +1,10 @@
 """Where a run's data comes from: the built-in digits, a file, or a prepared dataset.
 
 `data.source` is either `builtin:digits` (8x8 handwritten digits shipped in `datasets/`) or a
-path/URI (uris.py) to a `.npz` with arrays `x` and `y`, or a `.csv` whose last column is the
-integer label; both are read whole and split (splits.py). Data larger than memory is prepared
-into shards and streamed instead (`data=shards`, shards/); `load` picks by the data config.
+path/URI (uris.py) to a `.npz` with arrays `x` and `y`, or a `.csv` (tables.py: a header, a
+label column, text columns); both are read whole and split (splits.py). Data larger than memory
+is prepared into shards and streamed instead (`data=shards`, shards/); `load` picks by the data
+config.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .splits import DataError, Split, Splits, split, stratified_parts
+from .tables import Table, read_csv
 from .uris import read_bytes
 
 BUILTIN_PREFIX = "builtin:"
@@ -31,27 +33,44 @@ def load(data: Any) -> Splits:
         return stream.load_splits(
             data.source, s.shuffle_block, data.num_workers, s.cache_dir, s.cache_gb
         )
-    return load_splits(data.source, data.val_fraction, data.test_fraction, data.split_seed)
+    return load_splits(
+        data.source, data.val_fraction, data.test_fraction, data.split_seed, **table_options(data)
+    )
 
 
-def load_arrays(source: str) -> tuple[np.ndarray, np.ndarray]:
-    """Read features and labels from a built-in dataset name or a path/URI."""
+def table_options(data: Any) -> dict[str, Any]:
+    """A data config's `label` and `header`, for a .csv (absent from configs made before)."""
+    return {"label": getattr(data, "label", None), "header": getattr(data, "header", None)}
+
+
+def load_table(source: str, label: str | int | None = None, header: bool | None = None) -> Table:
+    """Features, labels and class names from a built-in dataset name or a path/URI."""
     if source.startswith(BUILTIN_PREFIX):
-        return _load_builtin(source.removeprefix(BUILTIN_PREFIX))
+        x, y = _load_builtin(source.removeprefix(BUILTIN_PREFIX))
+        return Table(x, y, [str(c) for c in range(int(y.max()) + 1)])
     if not source.endswith(FILE_FORMATS):
         raise DataError(f"data source {source!r} must end with one of {FILE_FORMATS}")
     raw = read_bytes(source)
-    if source.endswith(".npz"):
-        with np.load(io.BytesIO(raw)) as archive:
-            if not {"x", "y"} <= set(archive.files):
-                raise DataError(f"{source!r} must hold arrays 'x' and 'y', found {archive.files}")
-            x, y = archive["x"], archive["y"]
-    else:
-        table = np.loadtxt(io.StringIO(raw.decode()), delimiter=",", ndmin=2)
-        x, y = table[:, :-1], table[:, -1]
+    if source.endswith(".csv"):
+        return read_csv(raw, source, label, header)
+    with np.load(io.BytesIO(raw)) as archive:
+        if not {"x", "y"} <= set(archive.files):
+            raise DataError(f"{source!r} must hold arrays 'x' and 'y', found {archive.files}")
+        x, y = archive["x"], archive["y"]
     if len(x) != len(y):
         raise DataError(f"{source!r}: {len(x)} samples but {len(y)} labels")
-    return x.astype(np.float32), y.astype(np.int64)
+    if len(y) == 0:
+        raise DataError(f"{source!r}: no samples")
+    y = y.astype(np.int64)
+    return Table(x.astype(np.float32), y, [str(c) for c in range(int(y.max()) + 1)])
+
+
+def load_arrays(
+    source: str, label: str | int | None = None, header: bool | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Read features and labels from a built-in dataset name or a path/URI."""
+    table = load_table(source, label, header)
+    return table.x, table.y
 
 
 def _load_builtin(name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -64,14 +83,26 @@ def _load_builtin(name: str) -> tuple[np.ndarray, np.ndarray]:
     return (x[:, None, :, :] / 16.0).astype(np.float32), y.astype(np.int64)
 
 
-def load_splits(source: str, val_fraction: float, test_fraction: float, split_seed: int) -> Splits:
+def load_splits(
+    source: str,
+    val_fraction: float,
+    test_fraction: float,
+    split_seed: int,
+    label: str | int | None = None,
+    header: bool | None = None,
+) -> Splits:
     """Read a data source and split it; the entry point the training scripts use."""
-    x, y = load_arrays(source)
+    x, y = load_arrays(source, label, header)
     return split(x, y, val_fraction, test_fraction, split_seed)
 
 
 def kfold_splits(
-    source: str, folds: int, val_fraction: float, test_fraction: float, split_seed: int
+    source: str,
+    folds: int,
+    val_fraction: float,
+    test_fraction: float,
+    split_seed: int,
+    **options: Any,
 ) -> list[Splits]:
     """Stratified k-fold over train+val; the test split stays untouched.
 
@@ -80,7 +111,7 @@ def kfold_splits(
     """
     if folds < 2:
         raise DataError(f"data.folds must be at least 2, got {folds}")
-    pool = load_splits(source, val_fraction, test_fraction, split_seed)
+    pool = load_splits(source, val_fraction, test_fraction, split_seed, **options)
     assert isinstance(pool.train, Split) and isinstance(pool.val, Split)
     x = np.concatenate([pool.train.x, pool.val.x])
     y = np.concatenate([pool.train.y, pool.val.y])

@@ -4,13 +4,13 @@ be far larger than memory)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..sources import load_arrays
+from ..sources import load_table
 from ..splits import DataError
 from ..uris import is_local, local_path
 from .index import Layout
@@ -26,12 +26,15 @@ class Source:
     labels: np.ndarray
     classes: list[str]
     features: Any  # features(i) -> the i-th sample as an array of the layout
+    columns: list[dict] = field(default_factory=list)  # a .csv's columns, and their encoding
+    skipped: list[str] = field(default_factory=list)  # files of an image folder left out
 
 
-def arrays_source(path: str) -> Source:
-    x, y = load_arrays(path)
-    classes = [str(c) for c in range(int(y.max()) + 1)] if len(y) else []
-    return Source(Layout(tuple(x.shape[1:]), "float32"), y, classes, lambda i: x[i])
+def arrays_source(path: str, label: str | None = None, header: bool | None = None) -> Source:
+    table = load_table(path, label, header)
+    x = table.x
+    layout = Layout(tuple(x.shape[1:]), "float32")
+    return Source(layout, table.y, table.classes, lambda i: x[i], table.columns)
 
 
 def images_source(folder: Path, size: tuple[int, int] | None) -> Source:
@@ -41,12 +44,12 @@ def images_source(folder: Path, size: tuple[int, int] | None) -> Source:
     except ImportError:
         raise DataError("reading images needs Pillow: pip install pillow") from None
     classes = sorted(p.name for p in folder.iterdir() if p.is_dir())
-    files = [
-        (path, label)
-        for label, name in enumerate(classes)
-        for path in sorted((folder / name).iterdir())
-        if path.suffix.lower() in IMAGE_SUFFIXES
-    ]
+    found = [(path, label) for label, name in enumerate(classes)
+             for path in sorted((folder / name).iterdir())]  # fmt: skip
+    files = [(path, label) for path, label in found if path.suffix.lower() in IMAGE_SUFFIXES]
+    skipped = [path.relative_to(folder).as_posix() for path, _ in found
+               if path.suffix.lower() not in IMAGE_SUFFIXES]  # fmt: skip
+    skipped += [p.name for p in sorted(folder.iterdir()) if not p.is_dir()]
     if not files:
         raise DataError(
             f"{folder}: no images in sub-folders (one per class; {', '.join(IMAGE_SUFFIXES)})"
@@ -68,12 +71,18 @@ def images_source(folder: Path, size: tuple[int, int] | None) -> Source:
             return np.asarray(rgb, dtype=np.uint8).transpose(2, 0, 1)  # channels first
 
     labels = np.array([label for _, label in files], dtype=np.int64)
-    return Source(Layout((3, height, width), "uint8", 1 / 255), labels, classes, features)
+    layout = Layout((3, height, width), "uint8", 1 / 255)
+    return Source(layout, labels, classes, features, skipped=skipped)
 
 
-def open_source(src: str, image_size: tuple[int, int] | None) -> Source:
+def open_source(
+    src: str,
+    image_size: tuple[int, int] | None,
+    label: str | None = None,
+    header: bool | None = None,
+) -> Source:
     if is_local(src) and local_path(src).is_dir():
         return images_source(local_path(src), image_size)
     if not src.endswith((".npz", ".csv")):
         raise DataError(f"{src!r}: give a .npz, a .csv or a folder of images (one per class)")
-    return arrays_source(src)
+    return arrays_source(src, label, header)

@@ -67,10 +67,13 @@ def prepare(
     test_fraction: float,
     split_seed: int,
     image_size: tuple[int, int] | None = None,
+    label: str | None = None,
+    header: bool | None = None,
 ) -> dict[str, Any]:
-    """Write the shards and index of `src` to `dest`; returns the index."""
+    """Write the shards and index of `src` to `dest`; returns the index (and, under
+    `skipped`, the files of an image folder it left out)."""
     _refuse_existing(dest)
-    source = open_source(src, image_size)
+    source = open_source(src, image_size, label, header)
     if len(source.labels) < 3:
         raise DataError(f"{src}: {len(source.labels)} samples; a split needs at least 3")
     train, val, test = stratified_parts(source.labels, [val_fraction, test_fraction], split_seed)
@@ -91,11 +94,12 @@ def prepare(
             "layout": {**asdict(source.layout), "shape": list(source.layout.shape)},
             "num_classes": len(source.classes),
             "classes": source.classes,
+            **({"columns": source.columns} if source.columns else {}),  # a .csv's encoding
             "splits": listed,
         }  # fmt: skip
         (staging / INDEX).write_text(json.dumps(index, indent=1), encoding="utf-8")
         _publish(staging, dest)
-        return index
+        return {**index, "skipped": source.skipped}
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
