@@ -21,7 +21,7 @@ from {{ cookiecutter.package_name }}.data.shards.index import INDEX, SPLITS, Ind
 from {{ cookiecutter.package_name }}.data.shards.stream import ShardSplit, load_splits
 from {{ cookiecutter.package_name }}.data.shards.writer import prepare
 from {{ cookiecutter.package_name }}.data.sources import load_arrays
-from {{ cookiecutter.package_name }}.data.splits import split
+from {{ cookiecutter.package_name }}.data.splits import DataError, split
 from {{ cookiecutter.package_name }}.data.uris import open_uri
 
 BATCH = 4
@@ -382,3 +382,17 @@ def test_data_that_cannot_be_read_is_refused_before_a_run(
     assert done.returncode == 2, done.stdout
     assert message in done.stdout and "Traceback" not in done.stdout, done.stdout
     assert not run_dir.exists()
+
+
+@pytest.mark.parametrize("name", ["/etc/cron.d/evil.parquet", "../../outside.parquet",
+                                  "train/../../../x.parquet", "train/a b.sh"])  # fmt: skip
+def test_an_index_naming_files_outside_its_dataset_is_refused(tmp_path: Path, name: str) -> None:
+    """Shard names come from index.json, which a bucket's writer controls: joined unchecked onto
+    the cache folder they would write anywhere. Refused in one line, before anything is read."""
+    np.savez(tmp_path / "d.npz", x=np.zeros((30, 2), np.float32), y=np.arange(30) % 3)
+    prepare(str(tmp_path / "d.npz"), str(tmp_path / "d"), **SPLIT)
+    index = json.loads((tmp_path / "d" / INDEX).read_text())
+    index["splits"]["train"][0]["file"] = name
+    (tmp_path / "d" / INDEX).write_text(json.dumps(index))
+    with pytest.raises(DataError, match=f"shard name {re.escape(repr(name))} is not a split's"):
+        Index.read(str(tmp_path / "d"))

@@ -68,9 +68,10 @@ def main(argv: list[str] | None = None) -> None:
     for column in index.get("columns", []):
         if column["encoding"] == "one-hot":
             print(f"column {column['name']}: one-hot, {', '.join(column['categories'])}")
-    if index["skipped"]:
-        shown = ", ".join(index["skipped"][:5]) + (", ..." if len(index["skipped"]) > 5 else "")
-        print(f"skipped {len(index['skipped'])} files that are not images: {shown}")
+    skipped = index.get("skipped", [])
+    if skipped:
+        shown = ", ".join(skipped[:5]) + (", ..." if len(skipped) > 5 else "")
+        print(f"skipped {len(skipped)} files that are not images: {shown}")
     print(f"train on it: invoke train -- data=shards data.source={args.dest}")
 
 

@@ -4,6 +4,7 @@ sample's bytes become an array."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -80,10 +81,27 @@ class Index:
         if missing:
             raise DataError(f"{uri}: no shards for split {', '.join(missing)}")
         layout = raw["layout"]
+        for name in SPLITS:
+            for shard in raw["splits"][name]:
+                _check_name(str(shard.get("file", "")), uri)
         return cls(
             root=root,
             layout=Layout(tuple(layout["shape"]), layout["dtype"], float(layout["scale"])),
             num_classes=int(raw["num_classes"]),
             classes=list(raw["classes"]),
             splits={name: [Shard(**s) for s in raw["splits"][name]] for name in SPLITS},
+        )
+
+
+SHARD_NAME = re.compile(r"[A-Za-z0-9_-]+/[A-Za-z0-9_.-]+\.parquet")
+
+
+def _check_name(name: str, uri: str) -> None:
+    """A shard's name is `<split>/<file>.parquet` under the dataset's root: an absolute name or a
+    `..` would read (and cache, so write) outside it, wherever the index says."""
+    parts = name.split("/")
+    if not SHARD_NAME.fullmatch(name) or ".." in parts or name.startswith("/"):
+        raise DataError(
+            f"{uri}: shard name {name!r} is not a split's file (as train/00000.parquet): "
+            "an index.json that names files outside its dataset is refused"
         )

@@ -70,8 +70,8 @@ def prepare(
     label: str | None = None,
     header: bool | None = None,
 ) -> dict[str, Any]:
-    """Write the shards and index of `src` to `dest`; returns the index (and, under
-    `skipped`, the files of an image folder it left out)."""
+    """Write the shards and index of `src` to `dest`; returns the index (under `skipped`, the
+    files of an image folder it left out)."""
     _refuse_existing(dest)
     source = open_source(src, image_size, label, header)
     if len(source.labels) < 3:
@@ -95,11 +95,12 @@ def prepare(
             "num_classes": len(source.classes),
             "classes": source.classes,
             **({"columns": source.columns} if source.columns else {}),  # a .csv's encoding
+            **({"skipped": source.skipped} if source.skipped else {}),  # an image folder's
             "splits": listed,
         }  # fmt: skip
         (staging / INDEX).write_text(json.dumps(index, indent=1), encoding="utf-8")
         _publish(staging, dest)
-        return {**index, "skipped": source.skipped}
+        return index
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
