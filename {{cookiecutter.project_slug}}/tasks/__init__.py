@@ -6,12 +6,11 @@ happen in the processes they start.
 
     run.py      setup, train (here, or --cloud=...), evaluate, crossval, sweep
     dev.py      test, lint, format
-    image.py    the training image: image.build, .push (to a cloud's registry too), .run, .shell,
-                .lock
+    image.py    the training image: build, push (to a cloud's registry too), run, shell, lock
     remote_plan.py remote_run.py
                 invoke train --cloud=...: the plan, its price and the question; the VM or job
                 started and followed (cloud/ does the work)
-    remote.py   the cloud runs: cloud.status, .logs, .stop, .gpus
+    remote.py   the cloud runs: status, logs, stop, gpus
     managed.py  jobs of the clouds' training services (--backend=managed|skypilot)
     data.py     datasets: shards for data=shards (data.prepare), to the bucket (data.push)
     monitor.py  Prometheus, a Pushgateway and node_exporter for the runs here, and a cloud run's
@@ -31,15 +30,9 @@ from . import data, dev, image, monitor, remote, run
 from .args import check_command_line
 
 namespace = Collection()
-for module in (run, dev, monitor):
+for module in (run, dev, monitor, image, remote):  # invoke build, invoke status, ...
     for task in Collection.from_module(module).tasks.values():
         namespace.add_task(task)
-for module, name in ((image, "image"), (remote, "cloud"), (data, "data")):
-    namespace.add_collection(Collection.from_module(module, name=name))
-# The everyday tasks keep short names too: invoke build, invoke push, invoke status, ...
-for module, names in ((image, ("build", "push", "run", "shell", "lock")),
-                      (remote, ("status", "logs", "stop", "gpus"))):  # fmt: skip
-    for name in names:
-        namespace.add_task(getattr(module, name), name=name)
+namespace.add_collection(Collection.from_module(data, name="data"))  # invoke data.prepare
 
 check_command_line(namespace)

@@ -43,10 +43,10 @@ def whole_number(flag: str, value: str | int, minimum: int) -> int:
         number = int(value)
     except ValueError:
         raise Exit(
-            f"{flag} {value!r} is not a whole number; for example {flag} {minimum}", 2
+            f"error: {flag} {value!r} is not a whole number; for example {flag} {minimum}", 2
         ) from None
     if number < minimum:
-        raise Exit(f"{flag} must be at least {minimum}, got {number}", code=2)
+        raise Exit(f"error: {flag} must be at least {minimum}, got {number}", code=2)
     return number
 
 
@@ -57,7 +57,7 @@ def refuse_overrides_before_dashes(namespace: Collection, argv: list[str]) -> No
         return
     spaced = _namespace_with_a_space(namespace, argv[1:])
     if spaced:
-        raise Exit(f"invoke names a task of a group with a dot: invoke {spaced}", code=2)
+        raise Exit(f"error: invoke names a task of a group with a dot: invoke {spaced}", code=2)
     # A copy: invoke's to_contexts() consumes each task's help texts, which --help still needs.
     parsed = copy.deepcopy(namespace).to_contexts()
     contexts = {name: ctx for ctx in parsed for name in (ctx.name, *ctx.aliases)}
@@ -75,7 +75,9 @@ def refuse_overrides_before_dashes(namespace: Collection, argv: list[str]) -> No
             name, equals, _ = token.partition("=")
             flag = context.flags.get(name)
             if flag is not None and not flag.takes_value and equals:
-                raise Exit(f"{name} is an on/off flag: give {name} alone, or leave it out", 2)
+                raise Exit(
+                    f"error: {name} is an on/off flag: give {name} alone, or leave it out", 2
+                )
             skip = bool(flag is not None and flag.takes_value and not equals)
             words.append(token)
         elif context is not None and OVERRIDE.match(token):
@@ -85,7 +87,7 @@ def refuse_overrides_before_dashes(namespace: Collection, argv: list[str]) -> No
     if found and context is not None:
         after = argv[argv.index("--") + 1 :] if "--" in argv else []
         raise Exit(
-            f"{found[0]!r} is a Hydra override: put overrides after --, as in "
+            f"error: {found[0]!r} is a Hydra override: put overrides after --, as in "
             f"invoke {shlex.join(words)} -- {shlex.join([*found, *after])}",
             code=2,
         )
@@ -113,8 +115,41 @@ def help_of_positional_tasks(namespace: Collection, argv: list[str]) -> None:
         raise Exit(code=shown.returncode)
 
 
+# Names the tasks had before the template listed each once: `invoke image.build` is `invoke build`.
+RENAMED = {f"{group}.{name}": name for group, names in (
+    ("image", ("build", "push", "run", "shell", "lock")),
+    ("cloud", ("status", "logs", "stop", "gpus")),
+) for name in names}  # fmt: skip
+
+
+def refuse_old_names(argv: list[str]) -> None:
+    """One line naming the new name of a task typed by its old one."""
+    old = next((arg for arg in argv[1:] if arg in RENAMED), None)
+    if old is not None:
+        raise Exit(f"error: invoke {old} is now invoke {RENAMED[old]}", code=2)
+
+
 def check_command_line(namespace: Collection) -> None:
     """The checks above on this process's command line."""
     if Path(sys.argv[0] if sys.argv else "").name in ("invoke", "inv", "__main__.py"):
+        refuse_old_names(sys.argv)
         help_of_positional_tasks(namespace, sys.argv)
     refuse_overrides_before_dashes(namespace, sys.argv)
+
+
+def port(flag: str, value: str) -> int:
+    """`value` of `--flag` as a TCP port (1024 to 65535); exit 2 naming the flag otherwise."""
+    number = whole_number(flag, value, 1024)
+    if number > 65535:
+        raise Exit(f"error: {flag} {number}: a port goes up to 65535", code=2)
+    return number
+
+
+def duration(flag: str, value: str) -> float:
+    """Seconds in a Prometheus duration of one unit (250ms, 5s, 1m); exit 2 naming the flag."""
+    units = {"ms": 0.001, "s": 1, "m": 60}
+    for unit in sorted(units, key=len, reverse=True):
+        number = value.removesuffix(unit)
+        if number != value and number.isdigit() and int(number) > 0:
+            return int(number) * units[unit]
+    raise Exit(f"error: {flag} {value!r}: give a duration such as 250ms, 5s or 1m", code=2)

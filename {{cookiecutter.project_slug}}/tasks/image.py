@@ -38,10 +38,12 @@ PUSHES = runs.RUNS / "pushes.json"  # the last push to each cloud
 def _docker_engine(c: Context) -> None:
     """Exit with a clear message unless a Docker engine answers."""
     if shutil.which(DOCKER) is None:
-        raise Exit(f"{DOCKER} not found: install Docker, or set DOCKER to another client", code=1)
+        raise Exit(
+            f"error: {DOCKER} not found: install Docker, or set DOCKER to another client", code=1
+        )
     if c.run(f"{shlex.quote(DOCKER)} info", hide=True, warn=True).failed:
         raise Exit(
-            f"no Docker engine answers (`{DOCKER} info` failed): start Docker, "
+            f"error: no Docker engine answers (`{DOCKER} info` failed): start Docker, "
             "or point DOCKER_HOST at a running engine",
             code=1,
         )
@@ -99,7 +101,7 @@ def _docker_run(c: Context, command: list[str], what: str, **kwargs: object) -> 
     """Run a docker command; when it fails, exit 1 saying that `what` failed."""
     done = c.run(shlex.join(command), warn=True, **kwargs)
     if done.failed:
-        raise Exit(f"{what} failed (exit {done.exited}); the output above says why", code=1)
+        raise Exit(f"error: {what} failed (exit {done.exited}); the output above says why", code=1)
 
 
 @task(
@@ -155,7 +157,7 @@ def push(
 ) -> None:
     """Push this revision's image, print its digest: invoke push --cloud=aws | --registry REF."""
     if bool(registry) == bool(cloud):
-        raise Exit("invoke push needs --cloud NAME or --registry REF (one of them)", code=2)
+        raise Exit("error: invoke push needs --cloud NAME or --registry REF (one of them)", code=2)
     _docker_engine(c)
     if cloud:
         try:
@@ -166,7 +168,9 @@ def push(
         return
     local = tag(c, flavour(cpu))
     if not exists(c, local):
-        raise Exit(f"no image {local}: run `invoke build{' --cpu' if cpu else ''}` first", code=1)
+        raise Exit(
+            f"error: no image {local}: run `invoke build{' --cpu' if cpu else ''}` first", code=1
+        )
     remote = f"{registry.rstrip('/')}/{local}"
     _docker_run(c, [DOCKER, "tag", local, remote], "docker tag")
     _docker_run(c, [DOCKER, "push", remote], "docker push")
@@ -225,7 +229,7 @@ def _uv() -> list[str]:
         return [sys.executable, "-m", "uv"]
     if shutil.which("uv"):
         return ["uv"]
-    raise Exit("uv not found: pip install uv", code=1)
+    raise Exit("error: uv not found: pip install uv", code=1)
 
 
 @task(

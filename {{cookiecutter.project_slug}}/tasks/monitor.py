@@ -26,7 +26,8 @@ from typing import Any
 
 from invoke import Context, Exit, task
 
-from .args import whole_number
+from .args import duration
+from .args import port as port_number
 from .project import PACKAGE
 
 ROOT = Path(__file__).resolve().parents[1]  # the project
@@ -63,19 +64,21 @@ def monitor(
     run: str = "",
     pin_exporters: bool = False,
 ) -> None:
-    """Prometheus, a Pushgateway and node_exporter on 127.0.0.1 for the runs of this machine
-    (and, with --run ID, a cloud run's metrics through the cloud's tunnel)."""
+    """Watch runs live: Prometheus, a Pushgateway and node_exporter here (--run ID: a cloud's).
+
+    They listen on 127.0.0.1 and scrape the runs of this machine; with --run ID also a cloud
+    run's metrics, through the cloud's tunnel."""
     if pin_exporters:
         _pin(dry_run)
         return
     ports = {
-        "prometheus": _port("--port", port),
-        "pushgateway": _port("--pushgateway-port", pushgateway_port),
-        "node_exporter": _port("--node-port", node_port),
+        "prometheus": port_number("--port", port),
+        "pushgateway": port_number("--pushgateway-port", pushgateway_port),
+        "node_exporter": port_number("--node-port", node_port),
     }
     if len(set(ports.values())) < len(ports):
         raise Exit(f"error: the three ports must differ, got {sorted(ports.values())}", code=2)
-    interval = _duration("--scrape-interval", scrape_interval)
+    interval = duration("--scrape-interval", scrape_interval)
     home = (ROOT / folder).resolve()
     tunnels, cloud_targets = _cloud_run(run) if run else ([], [])  # a bad --run: one line
     binaries, missing = _find_binaries()
@@ -145,23 +148,6 @@ def _pin(dry_run: bool) -> None:
         print(f"{name}: {reference}")
     if not dry_run:
         print(f"recorded in {exporters.EXPORTERS}")
-
-
-def _port(flag: str, value: str) -> int:
-    number = whole_number(flag, value, 1024)
-    if number > 65535:
-        raise Exit(f"error: {flag} {number}: a port goes up to 65535", code=2)
-    return number
-
-
-def _duration(flag: str, value: str) -> float:
-    """Seconds in a Prometheus duration of one unit: 250ms, 5s, 1m."""
-    units = {"ms": 0.001, "s": 1, "m": 60}
-    for unit in sorted(units, key=len, reverse=True):
-        number = value.removesuffix(unit)
-        if number != value and number.isdigit() and int(number) > 0:
-            return int(number) * units[unit]
-    raise Exit(f"error: {flag} {value!r}: give a duration such as 250ms, 5s or 1m", code=2)
 
 
 def _find_binaries() -> tuple[dict[str, str], list[str]]:

@@ -34,7 +34,7 @@ def _pty() -> bool:
 def setup(c: Context, cpu: bool = False, no_cpu: bool = False) -> None:
     """Install the project and its dev tools here; the CPU build unless an NVIDIA GPU is found."""
     if cpu and no_cpu:
-        raise Exit("--cpu and --no-cpu contradict each other: give one, or neither", code=2)
+        raise Exit("error: --cpu and --no-cpu contradict each other: give one, or neither", code=2)
     if not cpu and not no_cpu:
         cpu = shutil.which("nvidia-smi") is None
         print(f"{'no' if cpu else 'an'} NVIDIA GPU here: the {'CPU' if cpu else 'CUDA'} build")
@@ -85,8 +85,10 @@ def train(
     nodes: str = "1",
     monitor: bool = False,
 ) -> None:
-    """Train here (invoke train [--gpus N]) or on a cloud GPU (invoke train --cloud=gcp
-    --gpu=t4); Hydra overrides after `--` in both cases."""
+    """Train here, or on a cloud GPU with --cloud: invoke train [--cloud=gcp] -- OVERRIDES.
+
+    Here, --gpus N trains on N of this machine's GPUs; --cloud=aws|gcp|azure|local --gpu=t4
+    runs on a cloud VM (or a training service: --backend). Hydra overrides go after `--`."""
     cloud_only = {
         "gpu": gpu,
         "spot": spot,
@@ -105,13 +107,15 @@ def train(
     if not cloud:
         if given:
             flags = ", ".join(f"--{flag}" for flag in given)
-            raise Exit(f"{flags}: only with --cloud (here, --gpus N picks the GPUs)", code=2)
+            raise Exit(f"error: {flags}: only with --cloud (here, --gpus N picks the GPUs)", code=2)
         count = whole_number("--gpus", gpus, 1)
         command, env = framework.train_command(PYTHON, PACKAGE, count, overrides(c))
         c.run(command, env=env, pty=_pty())
         return
     if gpus != "1":
-        raise Exit("--gpus is for this machine; with --cloud, --gpu NAME:COUNT (invoke gpus)", 2)
+        raise Exit(
+            "error: --gpus is for this machine; with --cloud, --gpu NAME:COUNT (invoke gpus)", 2
+        )
     from .remote_run import run_in_cloud
 
     run_in_cloud(
@@ -139,9 +143,9 @@ def train(
 def evaluate(c: Context, ckpt: str = "") -> None:
     """Score a checkpoint on the held-out split: invoke evaluate --ckpt RUN_DIR."""
     if not ckpt:
-        raise Exit("invoke evaluate needs --ckpt RUN_DIR (or a checkpoint file)", code=2)
+        raise Exit("error: invoke evaluate needs --ckpt RUN_DIR (or a checkpoint file)", code=2)
     if not Path(ckpt).exists():
-        raise Exit(f"--ckpt {ckpt}: no such file or run directory", code=2)
+        raise Exit(f"error: --ckpt {ckpt}: no such file or run directory", code=2)
     c.run(_module("evaluate", c, f"ckpt_path={shlex.quote(ckpt)}"), pty=_pty())
 
 
@@ -158,6 +162,6 @@ def sweep(c: Context, search: str = "") -> None:
     if search:
         known = sorted(p.stem for p in (ROOT / "configs" / "hparams_search").glob("*.yaml"))
         if search not in known:
-            raise Exit(f"--search {search}: choose one of {', '.join(known)}", code=2)
+            raise Exit(f"error: --search {search}: choose one of {', '.join(known)}", code=2)
     chosen = f"hparams_search={search}" if search else "--multirun"
     c.run(_module("train", c, chosen), pty=_pty())

@@ -110,7 +110,7 @@ def test_data_push_uploads_and_says_what_to_train_on(tmp_path) -> None:
     assert f"data=files data.source={uploaded}" in done.stdout
     spaced = invoke_cli("data", "push", str(tmp_path / "mine.npz"), "--cloud=local", env=env)
     assert spaced.returncode == 2
-    hint = "invoke names a task of a group with a dot: invoke data.push"
+    hint = "error: invoke names a task of a group with a dot: invoke data.push"
     assert spaced.stderr.strip().startswith(hint)
     missing = invoke_cli("data.push", str(tmp_path / "nope.npz"), env=env)
     assert missing.returncode == 2 and "nope.npz: no such file or folder" in missing.stderr

@@ -7,11 +7,8 @@ with one line naming the key, the value and what it must be when:
 
 - an override names a config that does not exist (`model=transformer`) or a key nothing reads
   (`trainer.max_epoch=3`, with or without `+`), or has a value of the wrong type or range;
-- a run directory that already holds a run is given another model or data config, or holds
-  files this user cannot write (a folder restored by another user: a service's root);
-- `ckpt_path` points at no checkpoint;
-- `data.source` is a local file that is not there, or not a prepared dataset under data=shards
-  (whose index is read here, from a bucket too).
+- what it names is not there or not usable (resources.py): a run folder of another model or
+  data, or not this user's to write; the data; the checkpoint; a GPU.
 
 A sweep (`-m`) is checked job by job. Command lines with Hydra's own flags (`--help`, `--cfg`,
 `--config-name`, ...) go to Hydra unchecked.
@@ -19,10 +16,8 @@ A sweep (`-m`) is checked job by job. Command lines with Hydra's own flags (`--h
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from hydra import compose, initialize_config_dir
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
@@ -36,24 +31,13 @@ from omegaconf.errors import (
     OmegaConfBaseException,
 )
 
-from ..data import sources
-from ..data.splits import DataError
-from ..training import storage
 from . import checks, schema
+from .resources import BadCommandLine, check_resources
 
 CONFIG_DIR = Path(__file__).resolve().parents[3] / "configs"  # src/PACKAGE/config/ -> configs/
 MULTIRUN_FLAGS = ("-m", "--multirun")
-# A run directory's saved config must match a resume's in these groups: the weights and the
-# data positions in a checkpoint only make sense for them.
-RESUME_MUST_MATCH = ("model", "data")
-# Keys of those groups that may change between a run and its resume.
-RESUME_MAY_CHANGE = {"data.num_workers"}
 # Sweeps larger than this are checked on their first jobs only.
 MAX_CHECKED_JOBS = 64
-
-
-class BadCommandLine(Exception):
-    """What is wrong with the command line, in one line."""
 
 
 def check(config_name: str, argv: list[str]) -> None:
@@ -77,12 +61,7 @@ def check_overrides(config_name: str, argv: list[str]) -> None:
         typed = dict(arg.lstrip("+~").split("=", 1) for arg in job if "=" in arg)
         for problem in checks.plain_problems(cfg, schema.SCHEMAS[config_name], typed):
             raise BadCommandLine(problem)
-        if config_name != "evaluate":
-            _check_writable(job)
-            _check_resume(cfg, job)
-            _check_data(cfg.data, config_name)
-        _check_checkpoint(cfg, config_name)
-        _check_device(cfg, config_name, job)
+        check_resources(cfg, config_name, job)
         for problem in checks.target_problems(cfg):  # last: they import the framework
             raise BadCommandLine(problem)
 
@@ -167,133 +146,6 @@ def _unknown_key(path: str, config_name: str, overrides: list[str]) -> str:
         value = next((a.split("=", 1)[1] for a in overrides if a.startswith(f"{path}=")), "...")
         message += f"; to pass {node._target_} another argument, add it: +{path}={value}"
     return message
-
-
-def _check_resume(cfg: DictConfig, overrides: list[str]) -> None:
-    """A named run directory that already holds a run must be resumed with the same model and
-    data; its config.yaml and .hydra/ are left as they are."""
-    if not any(arg.startswith("hydra.run.dir=") for arg in overrides):
-        return  # a new, timestamped folder
-    run_dir = Path(str(OmegaConf.select(cfg, "hydra.run.dir")))
-    saved_path = run_dir / "config.yaml"
-    if not saved_path.is_file():
-        return
-    saved = OmegaConf.to_container(OmegaConf.load(saved_path))
-    wanted = {}
-    for group in RESUME_MUST_MATCH:
-        wanted[group] = OmegaConf.to_container(cfg[group], resolve=True)
-    differ = [
-        path
-        for group in RESUME_MUST_MATCH
-        for path in _differences(group, saved.get(group), wanted[group])  # type: ignore[union-attr]
-        if path not in RESUME_MAY_CHANGE
-    ]
-    if differ:
-        raise BadCommandLine(
-            f"hydra.run.dir={run_dir} holds a run with other settings ({', '.join(differ)}), "
-            "which its checkpoint cannot resume; start a new run with another hydra.run.dir "
-            "(or none, for a new dated folder)"
-        )
-
-
-def _check_writable(overrides: list[str]) -> None:
-    """A named run directory, and whatever it already holds, must be this user's to write: a
-    resumed run appends to its log and replaces its checkpoints and saved config."""
-    given = [arg.split("=", 1)[1] for arg in overrides if arg.startswith("hydra.run.dir=")]
-    if not given or "${" in given[-1]:
-        return
-    run_dir = Path(given[-1])
-    existing = next(p for p in [run_dir, *run_dir.parents] if p.exists())
-    blocked = [existing] if not os.access(existing, os.W_OK | os.X_OK) else []
-    if existing == run_dir:
-        blocked += [path for path in sorted(run_dir.rglob("*")) if not os.access(path, os.W_OK)]
-    if blocked:
-        owner = blocked[0].stat().st_uid
-        raise BadCommandLine(
-            f"hydra.run.dir={run_dir}: {blocked[0]} is not writable by this user (uid "
-            f"{os.getuid()}; it belongs to uid {owner}); give the folder to uid {os.getuid()} "
-            "(chown -R) or choose another hydra.run.dir"
-        )
-
-
-def _differences(path: str, saved: Any, wanted: Any) -> list[str]:
-    """The dotted keys under `path` whose values differ between two plain configs."""
-    if isinstance(saved, dict) and isinstance(wanted, dict):
-        return [
-            found
-            for name in sorted(set(saved) | set(wanted))
-            for found in _differences(f"{path}.{name}", saved.get(name), wanted.get(name))
-        ]
-    return [] if saved == wanted else [path]
-
-
-def _check_data(cfg: DictConfig, config_name: str) -> None:
-    """The data must be there: a local file, a built-in name, or a prepared dataset's index."""
-    source = str(cfg.source)
-    if cfg.shards is not None:
-        if config_name == "crossval":
-            raise BadCommandLine(
-                "crossval reads its data whole and data=shards streams it: cross-validate with "
-                "data=files on the .npz or .csv the shards were prepared from"
-            )
-        from ..data.shards.index import Index
-
-        try:
-            Index.read(source)
-        except DataError as error:
-            raise BadCommandLine(str(error)) from None
-        return
-    if source.startswith(sources.BUILTIN_PREFIX):
-        name = source.removeprefix(sources.BUILTIN_PREFIX)
-        if name not in sources.BUILTIN_DATASETS:
-            choices = ", ".join(sources.BUILTIN_PREFIX + n for n in sources.BUILTIN_DATASETS)
-            raise BadCommandLine(
-                f"data.source={source}: no such built-in dataset; choose {choices}"
-            )
-        return
-    local = "://" not in source or source.startswith("file://")
-    path = Path(source.removeprefix("file://"))
-    if local and path.is_dir() and (path / "index.json").is_file():
-        raise BadCommandLine(
-            f"data.source={source} is a prepared dataset (shards): train on it with data=shards"
-        )
-    if not source.endswith(sources.FILE_FORMATS):
-        raise BadCommandLine(
-            f"data.source={source}: give a {' or a '.join(sources.FILE_FORMATS)} file "
-            "(data=files), or prepared shards (data=shards)"
-        )
-    if local and not path.is_file():
-        raise BadCommandLine(f"data.source={source}: no such file")
-
-
-def _check_checkpoint(cfg: DictConfig, config_name: str) -> None:
-    """`ckpt_path` must be a checkpoint file, or a run directory holding one."""
-    path = cfg.get("ckpt_path")
-    if not path:
-        return
-    from ..training import checkpoint  # the framework's: only when a checkpoint is named
-
-    name = checkpoint.BEST if config_name == "evaluate" else checkpoint.LAST
-    try:
-        storage.resolve(path, name)
-    except FileNotFoundError as error:
-        raise BadCommandLine(f"ckpt_path={path}: {error}") from None
-
-
-def _check_device(cfg: DictConfig, config_name: str, overrides: list[str]) -> None:
-    """A CUDA GPU asked for must be there: a run never trains on the CPU instead, unasked."""
-    key = "device" if config_name == "evaluate" else "trainer.device"
-    if OmegaConf.select(cfg, key) != "cuda":
-        return
-    from ..training import runtime  # the framework: only when a GPU is asked for
-
-    if runtime.gpu_count() == 0:
-        given = "trainer=gpu" if "trainer=gpu" in overrides else f"{key}=cuda"
-        instead = "device=cpu" if config_name == "evaluate" else "trainer=cpu"
-        raise BadCommandLine(
-            f"{given}: no CUDA GPU is visible here (none, or CUDA_VISIBLE_DEVICES hides them); "
-            f"run on the CPU with {instead}"
-        )
 
 
 def _first_line(error: BaseException) -> str:

@@ -26,14 +26,13 @@ from . import checkpoint, outputs
 from .contract import TrainerParts
 from .early_stopping import EarlyStopping, MetricMonitor
 from .runtime import (
-    PRECISION_NAMES,
     Runtime,
     StopVote,
     autocast,
     autocast_dtype,
+    precision_name,
     rng_state,
     set_rng_state,
-    use_tf32,
     wrap,
 )
 from .scoring import score_split
@@ -67,7 +66,7 @@ class Trainer:
         self.make_scheduler = parts.make_scheduler
         self.scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
         self.amp_dtype = autocast_dtype(self.settings.precision, self.device)
-        self.tf32 = use_tf32(self.device, self.settings.tf32)
+        self.precision = precision_name(self.amp_dtype, self.device, self.settings.tf32)
         self.scaler = torch.amp.GradScaler(
             self.device.type, enabled=self.amp_dtype == torch.float16
         )
@@ -94,12 +93,8 @@ class Trainer:
 
     @property
     def ran_on(self) -> dict[str, str]:
-        """Where and how the run trained, for metrics.json: the device, and the precision (tf32:
-        fp32 whose matmuls and convolutions ran in TensorFloat-32)."""
-        precision = PRECISION_NAMES[self.amp_dtype]
-        if precision == "fp32" and self.tf32:
-            precision = "tf32"
-        return {"device": str(self.device), "precision": precision}
+        """Where and how the run trained, for metrics.json: the device and the precision."""
+        return {"device": str(self.device), "precision": self.precision}
 
     @property
     def parameter_count(self) -> int:

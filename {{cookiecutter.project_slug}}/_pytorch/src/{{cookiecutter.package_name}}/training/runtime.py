@@ -76,19 +76,16 @@ def autocast_dtype(choice: str | Precision, device: torch.device) -> torch.dtype
     return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
 
 
-PRECISION_NAMES = {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
-
-
-def use_tf32(device: torch.device, on: bool) -> bool:
-    """fp32 matmuls and convolutions in TensorFloat-32 on CUDA (`trainer.tf32`): tensor cores
-    from Ampere on run them at several times the fp32 rate with a 10-bit mantissa, the default
-    of TensorFlow and JAX. Returns whether it is on for this device."""
-    if device.type != "cuda":
-        return False
-    mode = "tf32" if on else "ieee"
-    torch.backends.cuda.matmul.fp32_precision = mode
-    torch.backends.cudnn.conv.fp32_precision = mode  # type: ignore[attr-defined]
-    return on
+def precision_name(dtype: torch.dtype | None, device: torch.device, tf32: bool) -> str:
+    """What a run trains in, for metrics.json, `trainer.tf32` applied: fp32 matmuls and
+    convolutions in TensorFloat-32 on CUDA (tensor cores from Ampere on run them at several times
+    the fp32 rate with a 10-bit mantissa; off, in full fp32)."""
+    if device.type == "cuda":
+        mode = "tf32" if tf32 else "ieee"
+        torch.backends.cuda.matmul.fp32_precision = mode
+        torch.backends.cudnn.conv.fp32_precision = mode  # type: ignore[attr-defined]
+    named = {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
+    return "tf32" if named == "fp32" and tf32 and device.type == "cuda" else named
 
 
 def autocast(device: torch.device, dtype: torch.dtype | None) -> AbstractContextManager:
