@@ -107,6 +107,7 @@ src/{package}/config/__init__.py
 src/{package}/config/checks.py
 src/{package}/config/command.py
 src/{package}/config/preflight.py
+src/{package}/config/resources.py
 src/{package}/config/rules.py
 src/{package}/config/schema.py
 src/{package}/config/sweeps.py
@@ -123,6 +124,7 @@ src/{package}/data/shards/stream.py
 src/{package}/data/shards/writer.py
 src/{package}/data/sources.py
 src/{package}/data/splits.py
+src/{package}/data/tables.py
 src/{package}/data/uris.py
 src/{package}/evaluate.py
 src/{package}/launch.py
@@ -188,6 +190,7 @@ tests/test_data.py
 tests/test_ddp.py
 tests/test_framework_tasks.py
 tests/test_gpu.py
+tests/test_gpu_metrics.py
 tests/test_image_tasks.py
 tests/test_launch.py
 tests/test_layout.py

@@ -56,7 +56,9 @@ def straight(tmp_path_factory: pytest.TempPathFactory, streamed: list[str]) -> d
 def test_signal_saves_checkpoint_and_exits_non_zero(tmp_path: Path, sig: signal.Signals) -> None:
     code, seconds, output = interrupt(tmp_path, sig, after_steps=30)
     assert code == 128 + sig, output
-    assert seconds < 5, f"took {seconds:.1f}s to stop"
+    # Promptly, well inside the clouds' shortest notice (30 s on GCP and Azure), even on a busy
+    # machine: the signal is handled between steps, not at the end of the epoch or the run.
+    assert seconds < 20, f"took {seconds:.1f}s to stop"
     state = checkpoint.load(tmp_path / "checkpoints" / checkpoint.LAST)
     assert state["progress"]["global_step"] >= 30
     assert not (tmp_path / "metrics.json").exists()  # the run is not finished

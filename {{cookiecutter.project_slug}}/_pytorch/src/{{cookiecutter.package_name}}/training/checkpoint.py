@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -144,3 +145,15 @@ class Checkpoints:
 
     def close(self) -> None:
         self.saver.close()
+
+
+@dataclass
+class Progress:
+    """Where training stands; part of every checkpoint."""
+
+    epoch: int = 0  # epochs completed
+    batches_done: int = 0  # batches consumed in the current epoch, for a mid-epoch resume
+    global_step: int = 0  # optimizer steps taken
+    loss_sum: float = 0.0  # train loss summed over the current epoch's samples
+    samples: int = 0
+    stopped_early: bool = False  # a re-run of a stopped run only re-tests

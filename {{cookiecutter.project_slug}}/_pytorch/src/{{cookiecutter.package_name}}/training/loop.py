@@ -11,7 +11,7 @@ import math
 import signal
 import time
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -37,18 +37,6 @@ from .runtime import (
 )
 from .scoring import score_split
 from .signals import GracefulStop, StopRequested
-
-
-@dataclass
-class Progress:
-    """Where training stands; part of every checkpoint."""
-
-    epoch: int = 0  # epochs completed
-    batches_done: int = 0  # batches consumed in the current epoch, for a mid-epoch resume
-    global_step: int = 0  # optimizer steps taken
-    loss_sum: float = 0.0  # train loss summed over the current epoch's samples
-    samples: int = 0
-    stopped_early: bool = False  # a re-run of a stopped run only re-tests
 
 
 class Trainer:
@@ -86,7 +74,7 @@ class Trainer:
             if stopping
             else None
         )
-        self.progress = Progress()
+        self.progress = checkpoint.Progress()
         self.stop_vote = StopVote(runtime, self.settings.stop_check_every_n_steps)
         self._epoch_loss = torch.zeros((), device=self.device)  # progress.loss_sum, kept on device
         self.loss_fn = nn.CrossEntropyLoss()
@@ -293,7 +281,7 @@ class Trainer:
         assert self.scheduler is not None
         self.scheduler.load_state_dict(state["scheduler"])
         self.scaler.load_state_dict(state["scaler"])
-        self.progress = Progress(**state["progress"])
+        self.progress = checkpoint.Progress(**state["progress"])
         self.best.load_state_dict(state["best"])
         self.best_val = state["best_val"]
         if self.early_stopping is not None and state["early_stopping"] is not None:
