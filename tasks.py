@@ -113,18 +113,9 @@ def _newest_metrics(project: Path, since: float) -> Path:
 
 
 def _report_run(project: Path, metrics_path: Path) -> None:
-    """Print where a run's metrics and checkpoints went, and its test accuracy."""
-    metrics = json.loads(metrics_path.read_text(encoding="utf-8"))
-    run_dir = metrics_path.parent
-    checkpoints = sorted(p.name for p in (run_dir / "checkpoints").glob("*.pt"))
-    accuracy = metrics.get("test/accuracy")
-    print()
-    print(f"test accuracy  {accuracy:.4f}" if accuracy is not None else "test accuracy  (none)")
-    print(f"project        {project}")
-    print(f"run directory  {run_dir}")
-    print(f"metrics        {metrics_path}")
-    print(f"checkpoints    {run_dir / 'checkpoints'}  ({', '.join(checkpoints) or 'none'})")
-    print(f"next           cd {project} && .venv/bin/invoke --list")
+    """What the run's own summary (just above) leaves out: the project, and what to type next."""
+    json.loads(metrics_path.read_text(encoding="utf-8"))  # a whole metrics.json, or a traceback
+    print(f"\nproject  {project}\nnext     cd {project} && .venv/bin/invoke --list")
 
 
 # What a rebake of the demo carries over from the project it replaces: the runs, and the venv
@@ -171,7 +162,8 @@ def demo(c: Context, output_dir: str = "") -> None:
     venv = project / ".venv"
     if not venv_python(venv).exists():
         c.run(shlex.join([sys.executable, "-m", "venv", str(venv)]))
-    c.run(shlex.join(project_install_command(venv_python(venv), project)), pty=_pty())
+    print(f"installing the project and its tools into {_shown(venv)} (minutes, the first time)")
+    c.run(shlex.join([*project_install_command(venv_python(venv), project), "--quiet"]))
     started = time.time()
     train = [str(venv_python(venv)), "-m", "invoke", "train", "--"]
     with c.cd(project):

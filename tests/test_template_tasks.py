@@ -4,6 +4,7 @@ write nothing."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -55,7 +56,11 @@ def test_demo_trains_with_the_overrides_and_a_rebake_keeps_the_runs(tmp_path: Pa
     project = tmp_path / "cloud-gpu-project"
     (run,) = (project / "outputs" / "train").iterdir()
     assert json.loads((run / "metrics.json").read_text())["epochs"] == 1
-    assert "test accuracy  0." in first.stdout
+    # The run's own summary, then only what it leaves out: the project and what to type next.
+    summary = re.search(r"^  test/accuracy +0\.\d{4}$", first.stdout, re.MULTILINE)
+    assert summary, first.stdout[-3000:]
+    assert f"next     cd {project} && .venv/bin/invoke --list" in first.stdout
+    assert first.stdout.count("test/accuracy") == 1
 
     second = invoke(*demo, "trainer.max_epochs=2", timeout=600)
     assert second.returncode == 0, second.stdout[-4000:] + second.stderr[-4000:]
