@@ -7,8 +7,10 @@ import re
 import shutil
 import signal
 import subprocess
+from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -72,6 +74,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return 0 if name.startswith(STARTS_WORK) else 2 if name.startswith(WAITS_FOR_IT) else 1
 
     items.sort(key=place)  # stable: the rest keeps its order
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, Any, None]:
+    """In CI (CI=true) nothing is skipped: a skip is a failure that keeps its reason."""
+    outcome = yield
+    report = outcome.get_result()
+    if os.environ.get("CI") and report.skipped and not hasattr(report, "wasxfail"):
+        report.outcome = "failed"
+        report.longrepr = f"skipped in CI, where everything must run: {report.longrepr}"
 
 
 @pytest.fixture(scope="session")
