@@ -48,6 +48,8 @@ cloud/plan.py
 cloud/providers/__init__.py
 cloud/providers/aws.py
 cloud/providers/aws_account.py
+cloud/providers/aws_deadline.py
+cloud/providers/aws_policies.py
 cloud/providers/azure.py
 cloud/providers/gcp.py
 cloud/providers/local.py
@@ -170,6 +172,7 @@ tests/helpers/__init__.py
 tests/helpers/collectives.py
 tests/helpers/datasets.py
 tests/helpers/google_api.py
+tests/helpers/iam.py
 tests/helpers/needs.py
 tests/helpers/sdks.py
 tests/helpers/seen_samples.py
@@ -191,6 +194,7 @@ tests/test_ddp.py
 tests/test_framework_tasks.py
 tests/test_gpu.py
 tests/test_gpu_metrics.py
+tests/test_iam_policies.py
 tests/test_image_tasks.py
 tests/test_launch.py
 tests/test_layout.py
@@ -201,6 +205,7 @@ tests/test_resume.py
 tests/test_run_secrets.py
 tests/test_shard_loader.py
 tests/test_shards.py
+tests/test_startup_script.py
 tests/test_sweep.py
 tests/test_tasks.py
 tests/test_train.py

@@ -73,6 +73,7 @@ class Plan:
     attempts: int = 1  # launches it may take: 1 + --retries after preemptions
     worst_node_price: float | None = None  # a job node's highest rate (on-demand), or None
     needs: list[str] = field(default_factory=list)  # a dry run's: what a real run needs first
+    launched: str = ""  # ISO time, UTC, of this launch (a relaunch gets --max-hours anew)
 
     @property
     def secret_names(self) -> str:
@@ -125,7 +126,8 @@ class Plan:
 
     @property
     def deadline_time(self) -> datetime.datetime:
-        start = datetime.datetime.fromisoformat(self.created)
+        """When this launch's machine must be gone: --max-hours after it was asked for."""
+        start = datetime.datetime.fromisoformat(self.launched or self.created)
         return start + datetime.timedelta(hours=self.max_hours)
 
     @property
@@ -138,8 +140,8 @@ class Plan:
         return {
             f"{LABEL_PREFIX}-managed": "true",
             f"{LABEL_PREFIX}-run": self.run_id,
-            f"{LABEL_PREFIX}-project": _label(self.settings["project_name"]),
-            f"{LABEL_PREFIX}-creator": _label(self.user) or "unknown",
+            f"{LABEL_PREFIX}-project": label_value(self.settings["project_name"]),
+            f"{LABEL_PREFIX}-creator": label_value(self.user) or "unknown",
             f"{LABEL_PREFIX}-deadline": f"{self.deadline_time:%Y%m%d-%H%M%S}z",  # UTC
         }
 
@@ -164,14 +166,24 @@ class Plan:
         rows += [
             ("image", self.image),
             ("outputs", self.bucket),
-            (
-                ("time limit", f"{self.max_hours:g} h of running, then the service stops it")
-                if self.is_job
-                else ("deadline", f"{self.deadline} (the machine deletes itself by then)")
-            ),
+            self._limit(),
             ("command", shlex.join(self.container)),
         ]
         return rows
+
+    def _limit(self) -> tuple[str, str]:
+        """The summary's row for what ends the run, and who enforces it."""
+        if self.backend == "skypilot":  # no limit of SkyPilot's: the task's own timeout
+            return ("deadline", f"{self.deadline} (the task stops itself then)")
+        if self.is_job:
+            return ("time limit", f"{self.max_hours:g} h of running, then the service stops it")
+        return ("deadline", f"{self.deadline} (the machine deletes itself; {self._cloud_cap()})")
+
+    def _cloud_cap(self) -> str:
+        """What ends the VM at its deadline if its own script cannot (cloud/providers/*.py)."""
+        if self.cloud == "azure" and self.max_hours >= 24:
+            return "no cloud cap past 24 h on Azure: the VM's watchdog only"
+        return CLOUD_CAPS.get(self.cloud, "no cloud cap")
 
 
 def _cap_words(plan: Plan) -> str:
@@ -190,6 +202,12 @@ def _cap_words(plan: Plan) -> str:
         words.append(f"not counted: the {DISK_GB} GB disk while the machine exists")
     return "; ".join(words)
 
+
+CLOUD_CAPS = {
+    "aws": "the cloud's cap: a scheduled terminate",
+    "gcp": "the cloud's cap: --max-run-duration",
+    "azure": "the cloud's cap: an auto-shutdown (deallocate)",
+}
 
 ENGINES = {
     ("managed", "aws"): "SageMaker training job",
@@ -218,7 +236,7 @@ def check_nodes(backend: str, nodes: str | int) -> int:
     return count
 
 
-def _label(text: str) -> str:
+def label_value(text: str) -> str:
     """`text` as a label value every cloud accepts: lowercase letters, digits, hyphens."""
     return re.sub(r"[^a-z0-9-]", "-", text.lower()).strip("-")[:63]
 

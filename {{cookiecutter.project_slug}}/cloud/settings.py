@@ -76,6 +76,7 @@ def load(cloud: str, project: str) -> dict[str, Any]:
         settings |= {
             "region": region,
             "bucket": given.get("bucket", ""),  # default from the account: aws.bucket()
+            "data_buckets": list(given.get("data_buckets", [])),  # read-only, for datasets
             "instance_profile": given.get("instance_profile", f"{project}-runner"),
             "image": given.get("image", ""),  # an AMI id, to pin one instead of the newest DLAMI
             "sagemaker_role": given.get("sagemaker_role", ""),  # default: <project>-sagemaker

@@ -84,7 +84,8 @@ def plan_run(
     run_id = check_run_id(resume) if resume else new_run_id(IMAGE)
     chosen_region = region or options.get("region") or options.get("location") or ""
     chosen_zone = zone or (options.get("zone", "") if cloud == "gcp" else "")
-    bucket = f"{PROVIDERS[cloud].ensure_bucket(options, cmd)}/{IMAGE}/{run_id}"
+    options["bucket"] = PROVIDERS[cloud].ensure_bucket(options, cmd)  # the identity names it
+    bucket = f"{options['bucket']}/{IMAGE}/{run_id}"
     if engine is not None:  # each node runs the launcher; the service keeps the run folder
         container = launcher(PACKAGE, engine.run_dir(bucket), overrides)
         node_price, price_note = catalog.job_price(backend, offer, spot)  # type: ignore[arg-type]

@@ -21,7 +21,7 @@ from cloud.plan import Plan, PlanError
 from cloud.vm import startup
 
 from . import managed
-from .remote_plan import confirm, fail, plan_run, show, unsent_secrets
+from .remote_plan import confirm, fail, plan_run, show, unsent_secrets, utc_now
 
 FOLLOW_SECONDS = 10
 # A run's log in its bucket, under outputs/: the trainer's own, uploaded as the run goes (a job's
@@ -31,7 +31,8 @@ TRAINER_LOG, CONTAINER_LOG = "run/train.log", "logs/train.log"
 
 def launch(plan: Plan, cmd: Commands, detach: bool) -> dict[str, Any]:
     """Write the startup script and start the machine, trying the region's other zones when
-    one has no capacity."""
+    one has no capacity. Each launch has --max-hours from now: its deadline."""
+    plan = dataclasses.replace(plan, launched=utc_now().isoformat())
     script_text = startup.render(plan, _registry_host(plan))
     if cmd.dry_run:
         print("--- startup script ---")

@@ -8,8 +8,10 @@ the tests pin an AMI moto has, as cloud.toml's `image` lets you)."""
 from __future__ import annotations
 
 import base64
+import datetime
 import json
 import stat
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +23,7 @@ from helpers import services
 pytestmark = pytest.mark.needs("aws")
 DIGEST = "sha256:" + "7" * 64
 SECRET = "token-fedcba9876543210"
+ACCOUNT = "123456789012"  # moto's account
 
 
 aws = services.aws
@@ -120,7 +123,32 @@ def test_a_spot_t4_run_is_a_g4dn_that_terminates_itself(moto: dict) -> None:
     assert f"IMAGE={image}" in script and f"RUN_ID={run_id}" in script
     assert SECRET not in script and "testing" not in script, "no secret in the user data"
     assert "SECRETS=DATA_TOKEN=data-token" in script
-    assert aws(moto, "iam", "get-role", "--role-name", "{{ cookiecutter.project_slug }}-runner")
+    role = "{{ cookiecutter.project_slug }}-runner"
+    policy = aws(moto, "iam", "get-role-policy", "--role-name", role, "--policy-name", role)
+    granted = {
+        action: statement["Resource"]
+        for statement in policy["PolicyDocument"]["Statement"]
+        for action in (
+            [statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"]
+        )
+    }
+    assert granted["s3:PutObject"] == "arn:aws:s3:::runs-bucket/*", "the project's bucket only"
+    closed = aws(moto, "s3api", "get-public-access-block", "--bucket", "runs-bucket")
+    assert all(closed["PublicAccessBlockConfiguration"].values()), closed
+    attached = f"Name=attachment.instance-id,Values={instance['InstanceId']}"
+    (volume,) = aws(moto, "ec2", "describe-volumes", "--filters", attached)["Volumes"]
+    assert volume["Encrypted"] is True
+    # The cloud's own cap: a one-time schedule terminates the instance at its deadline label.
+    deadline = datetime.datetime.strptime(tags["invoke-deadline"], "%Y%m%d-%H%M%Sz")
+    cap = aws(moto, "scheduler", "get-schedule", "--name", instance["InstanceId"])
+    assert cap["ScheduleExpression"] == f"at({deadline:%Y-%m-%dT%H:%M:%S})"
+    assert cap["ActionAfterCompletion"] == "DELETE"
+    assert cap["Target"]["Arn"] == "arn:aws:scheduler:::aws-sdk:ec2:terminateInstances"
+    assert json.loads(cap["Target"]["Input"]) == {"InstanceIds": [instance["InstanceId"]]}
+    assert cap["Target"]["RoleArn"].endswith(":role/{{ cookiecutter.project_slug }}-deadline")
+    assert granted["secretsmanager:GetSecretValue"] == [
+        f"arn:aws:secretsmanager:us-east-1:{ACCOUNT}:secret:data-token-??????"
+    ]
 
     listed = invoke_cli("status", env=moto | {"CLOUD_SETTINGS": moto["CLOUD_SETTINGS"]})
     assert listed.returncode == 0, listed.stderr
@@ -130,6 +158,9 @@ def test_a_spot_t4_run_is_a_g4dn_that_terminates_itself(moto: dict) -> None:
     stopped = invoke_cli("stop", "--run", run_id, env=moto)
     assert stopped.returncode == 0, stopped.stderr
     assert instances(moto, run_id)[0]["State"]["Name"] in ("shutting-down", "terminated")
+    gone = subprocess.run(["aws", "scheduler", "get-schedule", "--name", instance["InstanceId"]],
+                          env=moto, capture_output=True, text=True)  # fmt: skip
+    assert gone.returncode != 0 and "ResourceNotFound" in gone.stderr, "stop deletes the cap"
     assert "s3://runs-bucket/" in stopped.stdout
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -74,8 +75,11 @@ def flag(command: list[str], name: str) -> str:
     ("gpu", "count", "spot"), CASES, ids=[f"{g}:{n}{'-spot' if s else ''}" for g, n, s in CASES]
 )
 def test_the_vm_of_each_gpu_and_spot_case(tmp_path: Path, gpu: str, count: int, spot: bool) -> None:
-    group, vm = dry_run(tmp_path, gpu, count, spot)
+    group, vm, cap = dry_run(tmp_path, gpu, count, spot)
     run_id = flag(vm, "--name")
+    # The cloud's own cap: an auto-shutdown at the deadline's minute (UTC).
+    assert cap[:3] == ["az", "vm", "auto-shutdown"] and flag(cap, "--name") == run_id
+    assert re.fullmatch(r"\d{4}", flag(cap, "--time"))
     assert group[:4] == ["az", "group", "create", "--name"] and group[4] == run_id
     assert vm[:3] == ["az", "vm", "create"] and flag(vm, "--resource-group") == run_id
     assert flag(vm, "--size") == CATALOG["clouds"]["azure"]["gpus"][gpu][str(count)]["machine"]
@@ -112,6 +116,19 @@ def test_az_accepts_every_argument(tmp_path: Path, spot: bool) -> None:
         )
         assert "Please run 'az login'" in done.stderr, (command, done.stderr[-2000:])
         assert "unrecognized arguments" not in done.stderr
+
+
+def test_a_run_of_a_day_or_more_says_azure_has_no_cloud_cap_for_it(tmp_path: Path) -> None:
+    """Azure's auto-shutdown is a daily time: past 24 h it would come early, so it is left
+    out, and the summary says so."""
+    settings = tmp_path / "cloud.toml"
+    settings.write_text(f'[azure]\nidentity = "{IDENTITY}"\nstorage_account = "runs"\n')
+    env = project_env(CLOUD_SETTINGS=str(settings), CLOUD_RUNS=str(tmp_path / "runs"))
+    done = invoke_cli("train", "--cloud=azure", "--gpu=t4", "--max-hours=30", "--dry-run",
+                      f"--image={IMAGE}", env=env)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "$ az vm auto-shutdown" not in done.stdout
+    assert "no cloud cap past 24 h on Azure: the VM's watchdog only" in done.stdout
 
 
 def test_a_gpu_azure_lacks_is_refused_with_its_gpus(tmp_path: Path) -> None:

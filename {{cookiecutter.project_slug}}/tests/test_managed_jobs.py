@@ -92,6 +92,11 @@ def test_a_two_node_spot_sagemaker_job_is_the_plan_field_by_field(moto: dict) ->
     role = aws(moto, "iam", "get-role", "--role-name", f"{PROJECT}-sagemaker")["Role"]
     trusted = role["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]["Service"]
     assert trusted == "sagemaker.amazonaws.com"
+    name = f"{PROJECT}-sagemaker"
+    policy = aws(moto, "iam", "get-role-policy", "--role-name", name, "--policy-name", name)
+    by_sid = {s["Sid"]: s["Resource"] for s in policy["PolicyDocument"]["Statement"]}
+    assert by_sid["ReadWriteTheProjectBucket"] == "arn:aws:s3:::jobs-bucket/*"
+    assert by_sid["WriteTheJobLogs"].endswith(":log-group:/aws/sagemaker/TrainingJobs:*")
     tags = aws(moto, "sagemaker", "list-tags", "--resource-arn", job["TrainingJobArn"])["Tags"]
     assert {"Key": "invoke-run", "Value": run_id} in tags
     # moto keeps no Environment: the request kept beside the run's record is what was sent.
@@ -436,7 +441,29 @@ def test_the_skypilot_task_parses_in_skypilot(tmp_path: Path) -> None:
     assert list(resources["image_id"].values()) == [f"docker:reg/x@{DIGEST}"]
     outputs = f"s3://jobs-bucket/{PROJECT}/{spec.parent.name}/outputs"
     assert task["file_mounts"]["/outputs"]["source"] == outputs
-    assert task["run"].startswith(f"python -m {PACKAGE}.launch hydra.run.dir=/outputs/run")
+    launch = f"python -m {PACKAGE}.launch hydra.run.dir=/outputs/run"
+    assert f'timeout --signal=TERM --kill-after=90 "$left" {launch}' in task["run"]
+    assert "deadline" in done.stdout and "(the task stops itself then)" in done.stdout
+
+
+@pytest.mark.parametrize(("hours_left", "ends_within"), [(-1.0, 2.0), (1 / 3600, 6.0)])
+def test_a_skypilot_task_stops_at_the_runs_deadline(hours_left: float, ends_within: float) -> None:
+    """SkyPilot has no time limit: the task's own command ends at the deadline (exit 124)."""
+    import datetime
+    import subprocess
+    import time
+
+    from cloud.jobs import skypilot
+    from cloud.plan import Plan
+
+    created = datetime.datetime.now(datetime.UTC) - datetime.timedelta(hours=1)
+    plan = Plan(run_id="r", cloud="aws", offer=None, spot=False, region="", zone="", image="i",
+                max_hours=1 + hours_left, bucket="s3://b", container=["sleep", "60"],
+                settings={"project_name": "p"}, created=created.isoformat())  # fmt: skip
+    started = time.monotonic()
+    done = subprocess.run(["bash", "-c", skypilot.run_script(plan)], timeout=30)
+    assert done.returncode == 124
+    assert time.monotonic() - started < ends_within
 
 
 def test_every_catalog_machine_is_one_sagemaker_trains_on_or_refused_by_name() -> None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..commands import CloudError, Commands
 from ..plan import Plan, PlanError
-from ..providers import aws_account
+from ..providers import aws_account, aws_policies
 
 if TYPE_CHECKING:
     from .common import Distribution
@@ -30,18 +30,6 @@ STATES = {  # TrainingJobStatus -> how a VM run's status.json says it
     "Failed": "failed",
     "Stopping": "stopping",
     "Stopped": "stopped",
-}
-TRUST = aws_account.trust("sagemaker.amazonaws.com")
-JOB_POLICY = {  # the VM runner's rights, and the logs SageMaker writes for the job
-    "Version": "2012-10-17",
-    "Statement": [
-        *aws_account.RUNNER_POLICY["Statement"],
-        {
-            "Effect": "Allow",
-            "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
-            "Resource": "*",
-        },
-    ],
 }
 SPEC = "sagemaker-request.json"
 FORMAT = "json"  # what --cli-input-json reads
@@ -85,8 +73,8 @@ def check(plan: Plan) -> None:
 
 
 def role_arn(settings: dict[str, Any], cmd: Commands) -> str:
-    """The role SageMaker runs the job as: cloud.toml's `sagemaker_role`, else
-    <project>-sagemaker, made on first use."""
+    """The role SageMaker runs the job as: cloud.toml's `sagemaker_role` as it is, else
+    <project>-sagemaker, made on first use, its policy written again at every launch."""
     if settings.get("sagemaker_role"):
         return str(settings["sagemaker_role"])
     name = f"{settings['project_name']}-sagemaker"
@@ -95,21 +83,19 @@ def role_arn(settings: dict[str, Any], cmd: Commands) -> str:
         check=False,
         dry_answer=json.dumps({"Role": {"Arn": f"arn:aws:iam::<account>:role/{name}"}}),
     )
-    if found.returncode == 0:
-        return str(json.loads(found.stdout)["Role"]["Arn"])
-    made = cmd.run(
-        aws_account.aws_cli(
-            settings, "iam", "create-role", "--role-name", name,
-            "--assume-role-policy-document", json.dumps(TRUST),
-        )
-    )  # fmt: skip
-    cmd.run(
-        aws_account.aws_cli(
-            settings, "iam", "put-role-policy", "--role-name", name, "--policy-name", name,
-            "--policy-document", json.dumps(JOB_POLICY),
-        )
-    )  # fmt: skip
-    return str(json.loads(made.stdout)["Role"]["Arn"])
+    if found.returncode != 0 or cmd.dry_run:
+        trust = json.dumps(aws_policies.trust("sagemaker.amazonaws.com"))
+        made = cmd.run(
+            aws_account.aws_cli(
+                settings, "iam", "create-role", "--role-name", name,
+                "--assume-role-policy-document", trust, "--tags", aws_account.MANAGED_TAG,
+            ),
+            dry_answer=found.stdout,
+        )  # fmt: skip
+        found = made
+    account = aws_account.account(settings, cmd)
+    aws_account.put_policy(settings, name, aws_policies.sagemaker_job(settings, account), cmd)
+    return str(json.loads(found.stdout)["Role"]["Arn"])
 
 
 def spec(

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from .common import Distribution
 
 MOUNT = "/outputs"
+KILL_AFTER_S = 90  # after SIGTERM at the deadline, as long as a VM run's stop grace
 SPEC = "skypilot-task.yaml"
 FORMAT = "yaml"
 STATES = {  # `sky jobs queue` status -> how a VM run's status.json says it
@@ -76,8 +77,21 @@ def spec(
         "resources": resources,
         "envs": environment,
         "file_mounts": {MOUNT: {"source": f"{plan.bucket}/outputs", "mode": "MOUNT"}},
-        "run": shlex.join(plan.container),
+        "run": run_script(plan),
     }
+
+
+def run_script(plan: Plan) -> str:
+    """The task's command, stopped at the run's deadline: SkyPilot has no time limit of its own,
+    and a relaunched job gets only what is left. SIGTERM lets the trainer checkpoint; the job
+    then ends (exit 124, not rerun) and SkyPilot takes its nodes down."""
+    deadline = int(plan.deadline_time.timestamp())
+    return (
+        f"left=$(( {deadline} - $(date +%s) )); "
+        '[ "$left" -gt 0 ] || { echo "the run is past its deadline" >&2; exit 124; }; '
+        f'exec timeout --signal=TERM --kill-after={KILL_AFTER_S} "$left" '
+        + shlex.join(plan.container)
+    )
 
 
 def submit(plan: Plan, path: str, cmd: Commands) -> dict[str, Any]:

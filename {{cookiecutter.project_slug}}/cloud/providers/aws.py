@@ -10,12 +10,12 @@ from typing import Any
 
 from ..commands import CloudError, Commands
 from ..plan import DISK_GB, LABEL_PREFIX, Plan
+from . import aws_account, aws_deadline
 from .aws_account import aws_cli
 
 # The account's side of a run (tasks ask every provider module for these), in aws_account.py.
 from .aws_account import docker_login as docker_login
 from .aws_account import ensure_bucket as ensure_bucket
-from .aws_account import ensure_identity as ensure_identity
 from .aws_account import ensure_repository as ensure_repository
 from .aws_account import lasting as lasting
 from .aws_account import own_registry as own_registry
@@ -65,8 +65,9 @@ def create_command(plan: Plan, ami: str, script: str) -> list[str]:
         "--metadata-options",
         "HttpTokens=required,HttpEndpoint=enabled,HttpPutResponseHopLimit=2",
         "--block-device-mappings",
+        # Encrypted with the account's default EBS key.
         f"DeviceName={ROOT_DEVICE},Ebs=" + "{" + f"VolumeSize={DISK_GB},VolumeType=gp3,"
-        "DeleteOnTermination=true}",
+        "DeleteOnTermination=true,Encrypted=true}",
         "--tag-specifications",
         f"ResourceType=instance,Tags=[{tags(plan)}]",
         f"ResourceType=volume,Tags=[{tags(plan)}]",
@@ -111,7 +112,19 @@ def launch(plan: Plan, script: str, cmd: Commands) -> dict[str, Any]:
     done = cmd.run(
         create_command(plan, ami, script), dry_answer='{"Instances": [{"InstanceId": "i-dry-run"}]}'
     )
-    return {"instance_id": json.loads(done.stdout)["Instances"][0]["InstanceId"]}
+    instance = json.loads(done.stdout)["Instances"][0]["InstanceId"]
+    try:
+        aws_deadline.schedule(plan, instance, cmd)
+    except CloudError as error:  # no VM is left without the cloud's own cap
+        cmd.run(aws_cli(plan.settings, "ec2", "terminate-instances", "--instance-ids", instance))
+        raise CloudError(f"{error}; instance {instance} terminated: it had no deadline") from None
+    return {"instance_id": instance}
+
+
+def ensure_identity(settings: dict[str, Any], cmd: Commands) -> str:
+    """The VMs' instance profile, and the role their deadline schedules run as."""
+    aws_deadline.ensure_role(settings, cmd)
+    return aws_account.ensure_identity(settings, cmd)
 
 
 def runs(settings: dict[str, Any], cmd: Commands) -> list[dict[str, Any]]:
@@ -150,6 +163,7 @@ def delete(settings: dict[str, Any], record: dict[str, Any], cmd: Commands) -> N
     if not instance:
         raise CloudError(f"run {record.get('run')} has no instance id to terminate")
     cmd.run(aws_cli(settings, "ec2", "terminate-instances", "--instance-ids", instance))
+    aws_deadline.unschedule(settings, instance, cmd)
 
 
 def read_text(uri: str, settings: dict[str, Any], cmd: Commands) -> str | None:

@@ -1,6 +1,6 @@
 """What AWS runs use of the account, made on first use: the ECR repository of the image, the S3
 bucket of the outputs, and the identity (an IAM role, as an instance profile for the VMs) that
-may pull, read the run's secrets and write its outputs."""
+may pull the image, read the run's secrets and write its outputs (aws_policies.py says what)."""
 
 from __future__ import annotations
 
@@ -10,51 +10,9 @@ from typing import Any
 
 from ..commands import Commands
 from ..plan import LABEL_PREFIX
+from . import aws_policies
 
-RUNNER_POLICY = {  # what the VM's identity may do: pull the image, read secrets, write outputs
-    "Version": "2012-10-17",
-    "Statement": [
-        {
-            "Effect": "Allow",
-            "Action": [
-                "ecr:GetAuthorizationToken",
-                "ecr:BatchGetImage",
-                "ecr:GetDownloadUrlForLayer",
-            ],
-            "Resource": "*",
-        },
-        {
-            "Effect": "Allow",
-            "Action": ["s3:ListBucket", "s3:GetObject", "s3:PutObject"],
-            "Resource": "*",
-        },
-        {"Effect": "Allow", "Action": ["secretsmanager:GetSecretValue"], "Resource": "*"},
-        {  # the SSM agent, for `invoke monitor --run ID` (port forwarding; no port opened)
-            "Effect": "Allow",
-            "Action": [
-                "ssm:UpdateInstanceInformation",
-                "ssmmessages:CreateControlChannel",
-                "ssmmessages:CreateDataChannel",
-                "ssmmessages:OpenControlChannel",
-                "ssmmessages:OpenDataChannel",
-            ],
-            "Resource": "*",
-        },
-    ],
-}
-
-
-def trust(service: str) -> dict[str, Any]:
-    """The policy that lets an AWS service (ec2.amazonaws.com, ...) take on a role."""
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {"Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}
-        ],
-    }
-
-
-EC2_TRUST = trust("ec2.amazonaws.com")
+MANAGED_TAG = f"Key={LABEL_PREFIX}-managed,Value=true"  # on what the project makes
 
 
 def aws_cli(settings: dict[str, Any], *args: str, output: str = "json") -> list[str]:
@@ -90,7 +48,7 @@ def ensure_repository(settings: dict[str, Any], cmd: Commands) -> str:
                 "--image-scanning-configuration",
                 "scanOnPush=true",
                 "--tags",
-                f"Key={LABEL_PREFIX}-managed,Value=true",
+                MANAGED_TAG,
             )
         )
     return f"{registry(settings, cmd)}/{name}"
@@ -103,6 +61,8 @@ def lasting(plan_bucket: str, settings: dict[str, Any]) -> list[str]:
         f"S3 bucket {bucket}: the runs' outputs, billed per GB-month stored",
         f"ECR repository {settings['project_name']}: the images, billed per GB-month stored",
         f"IAM role and instance profile {settings['instance_profile']}: no charge",
+        f"IAM role {settings['project_name']}-deadline, which each VM's deadline schedule runs "
+        "as (the schedule is deleted once it fires): no charge",
     ]
 
 
@@ -121,63 +81,75 @@ def docker_login(settings: dict[str, Any], cmd: Commands, docker: str) -> None:
 
 
 def ensure_bucket(settings: dict[str, Any], cmd: Commands) -> str:
-    """The project's bucket, `s3://...` (made on first use: <project>-<account>-<region>)."""
-    bucket = (
-        settings["bucket"]
-        or f"s3://{settings['project_name']}-{account(settings, cmd)}-{settings['region']}"
-    )
+    """The project's bucket, `s3://...` (made on first use: <project>-<account>-<region>, owned by
+    this account, closed to the public, encrypted at rest). A dry run shows every step."""
+    owner = account(settings, cmd)
+    bucket = settings["bucket"] or f"s3://{settings['project_name']}-{owner}-{settings['region']}"
     name = bucket.removeprefix("s3://").split("/", 1)[0]
-    if cmd.run(aws_cli(settings, "s3api", "head-bucket", "--bucket", name), check=False).returncode:
+    # Another account's bucket of that name answers 403, and is never written to.
+    head = ["s3api", "head-bucket", "--bucket", name, "--expected-bucket-owner", owner]
+    if cmd.run(aws_cli(settings, *head), check=False).returncode or cmd.dry_run:
         create = ["s3api", "create-bucket", "--bucket", name]
         if settings["region"] != "us-east-1":  # us-east-1 takes no location constraint
             create += ["--create-bucket-configuration", f"LocationConstraint={settings['region']}"]
         cmd.run(aws_cli(settings, *create))
+        closed = (
+            "BlockPublicAcls=true,IgnorePublicAcls=true,BlockPublicPolicy=true,"
+            "RestrictPublicBuckets=true"
+        )
+        cmd.run(
+            aws_cli(
+                settings, "s3api", "put-public-access-block", "--bucket", name,
+                "--public-access-block-configuration", closed, output="",
+            )
+        )  # fmt: skip
+        encrypted = {"Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]}
+        cmd.run(
+            aws_cli(
+                settings, "s3api", "put-bucket-encryption", "--bucket", name,
+                "--server-side-encryption-configuration", json.dumps(encrypted), output="",
+            )
+        )  # fmt: skip
     return bucket.rstrip("/")
 
 
 def ensure_identity(settings: dict[str, Any], cmd: Commands) -> str:
-    """The instance profile the VMs run as (made on first use, with RUNNER_POLICY)."""
+    """The instance profile the VMs run as. The project's own (<project>-runner) is made on first
+    use and its policy written again at every launch, so that it names the bucket and secrets of
+    cloud.toml today; a profile cloud.toml names is used as it is. A dry run shows every step."""
     name = settings["instance_profile"]
+    if name != f"{settings['project_name']}-runner":
+        return name
     found = cmd.run(
         aws_cli(settings, "iam", "get-instance-profile", "--instance-profile-name", name),
         check=False,
     )
-    if found.returncode == 0 or cmd.dry_run:
-        return name
-    cmd.run(
-        aws_cli(
-            settings,
-            "iam",
-            "create-role",
-            "--role-name",
-            name,
-            "--assume-role-policy-document",
-            json.dumps(EC2_TRUST),
+    if found.returncode != 0 or cmd.dry_run:
+        trust = json.dumps(aws_policies.trust("ec2.amazonaws.com"))
+        cmd.run(
+            aws_cli(
+                settings, "iam", "create-role", "--role-name", name,
+                "--assume-role-policy-document", trust, "--tags", MANAGED_TAG,
+            )
+        )  # fmt: skip
+        cmd.run(
+            aws_cli(settings, "iam", "create-instance-profile", "--instance-profile-name", name)
         )
-    )
-    cmd.run(
-        aws_cli(
-            settings,
-            "iam",
-            "put-role-policy",
-            "--role-name",
-            name,
-            "--policy-name",
-            name,
-            "--policy-document",
-            json.dumps(RUNNER_POLICY),
-        )
-    )
-    cmd.run(aws_cli(settings, "iam", "create-instance-profile", "--instance-profile-name", name))
-    cmd.run(
-        aws_cli(
-            settings,
-            "iam",
-            "add-role-to-instance-profile",
-            "--instance-profile-name",
-            name,
-            "--role-name",
-            name,
-        )
-    )
+        cmd.run(
+            aws_cli(
+                settings, "iam", "add-role-to-instance-profile", "--instance-profile-name", name,
+                "--role-name", name,
+            )
+        )  # fmt: skip
+    put_policy(settings, name, aws_policies.runner(settings, account(settings, cmd)), cmd)
     return name
+
+
+def put_policy(settings: dict[str, Any], role: str, policy: dict[str, Any], cmd: Commands) -> None:
+    """Write the role's one inline policy (named as the role), replacing what it was."""
+    cmd.run(
+        aws_cli(
+            settings, "iam", "put-role-policy", "--role-name", role, "--policy-name", role,
+            "--policy-document", json.dumps(policy),
+        )
+    )  # fmt: skip

@@ -139,7 +139,18 @@ def create_commands(plan: Plan, script: str) -> list[list[str]]:
     group_create = _az(
         "group", "create", "--name", group, "--location", plan.region, "--tags", *tags(plan)
     )
-    return [group_create, vm]
+    return [group_create, vm, *_cap(plan)]
+
+
+def _cap(plan: Plan) -> list[list[str]]:
+    """The cloud's own cap: an auto-shutdown that deallocates the VM at the deadline's minute
+    (compute billing ends; the disk stays until the group goes). It is a daily time, so only a
+    run under 24 hours has one; the VM's watchdog deletes the group a minute before."""
+    if plan.max_hours >= 24:
+        return []
+    at = f"{plan.deadline_time:%H%M}"  # UTC, rounded down to the minute
+    return [_az("vm", "auto-shutdown", "--resource-group", plan.run_id, "--name", plan.run_id,
+                "--time", at)]  # fmt: skip
 
 
 def zones(settings: dict[str, Any], cmd: Commands) -> list[str]:
@@ -148,8 +159,17 @@ def zones(settings: dict[str, Any], cmd: Commands) -> list[str]:
 
 
 def launch(plan: Plan, script: str, cmd: Commands) -> dict[str, Any]:
-    for command in create_commands(plan, script):
-        cmd.run(command, dry_answer="{}")
+    commands = create_commands(plan, script)
+    for command in commands:
+        try:
+            cmd.run(command, dry_answer="{}")
+        except CloudError as error:
+            if command is not commands[0]:  # the group exists: leave nothing, nothing uncapped
+                cmd.run(["az", "group", "delete", "--name", plan.run_id, "--yes", "--no-wait"])
+            if command[:3] == ["az", "vm", "auto-shutdown"]:
+                hint = "auto-shutdown needs: az provider register -n Microsoft.DevTestLab"
+                raise CloudError(f"{error}; {hint}") from None
+            raise
     return {"resource_group": plan.run_id}
 
 

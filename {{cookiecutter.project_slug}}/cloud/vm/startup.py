@@ -19,6 +19,11 @@ METADATA_URL = {
 }
 
 
+# Seconds a preempted trainer gets to checkpoint: within the cloud's notice (AWS 2 minutes,
+# GCP 30 s, Azure Scheduled Events at least 30 s; ../shared facts on clouds), less the upload.
+PREEMPT_GRACE = {"aws": 90, "gcp": 20, "azure": 20, "local": 20}
+
+
 def values(plan: Plan, registry: str, extra: dict[str, str] | None = None) -> dict[str, str]:
     """The shell variables startup.sh reads, from the plan."""
     settings = plan.settings
@@ -28,7 +33,7 @@ def values(plan: Plan, registry: str, extra: dict[str, str] | None = None) -> di
         "IMAGE": plan.image,
         "REGISTRY": registry,
         "BUCKET": plan.bucket,
-        "MAX_SECONDS": str(int(plan.max_hours * 3600)),
+        **deadlines(plan),
         "GPUS": str(plan.offer.count if plan.offer else 0),
         "CONTAINER_ARGS": shlex.join(plan.container),
         "SECRETS": plan.secret_names,
@@ -41,6 +46,18 @@ def values(plan: Plan, registry: str, extra: dict[str, str] | None = None) -> di
         "IDENTITY": settings.get("identity", ""),
         **_monitoring(plan),
         **(extra or {}),
+    }
+
+
+def deadlines(plan: Plan) -> dict[str, str]:
+    """When the VM stops training, deletes itself whatever hangs, and how long a preempted
+    trainer may take to checkpoint: all before the cloud's own cap, the launch's deadline."""
+    seconds = int(plan.max_hours * 3600)
+    return {
+        "DEADLINE": str(int(plan.deadline_time.timestamp())),  # epoch seconds, UTC
+        "STOP_BEFORE": str(min(600, seconds // 5)),  # time for the checkpoint and the upload
+        "WATCHDOG_BEFORE": str(min(60, seconds // 20)),
+        "PREEMPT_GRACE": str(PREEMPT_GRACE[plan.cloud]),
     }
 
 

@@ -3,7 +3,9 @@
 # data), or on this machine for --cloud=local. cloud/startup.py writes the run's values above
 # the marker line; nothing secret is among them: secrets are read here, with the VM's identity.
 #
-#   wait for the GPU driver -> log in to the registry -> pull the image by digest -> bring back
+#   start a watchdog that deletes this VM just before its deadline, whatever hangs (the cloud's
+#   own cap takes it at the deadline: a scheduled terminate on AWS, --max-run-duration on GCP)
+#   -> wait for the GPU driver -> log in to the registry -> pull the image by digest -> bring back
 #   the run's earlier outputs (a resumed or preempted run) -> run the training container ->
 #   watch for a preemption notice, the deadline and the container's end, syncing outputs to the
 #   bucket as it goes -> on every exit: stop the container (it checkpoints), sync the outputs,
@@ -104,7 +106,7 @@ esac
 sync_outputs() { bucket_copy "$OUTPUTS" "$BUCKET/outputs"; }
 
 start_exporters() {  # one `docker run --detach` per line of $EXPORTERS (cloud/vm/exporters.py)
-  local line
+  local line exporter=()
   while IFS= read -r line; do
     [[ -n $line ]] || continue
     eval "exporter=($line)"
@@ -113,13 +115,25 @@ start_exporters() {  # one `docker run --detach` per line of $EXPORTERS (cloud/v
 }
 
 stop_exporters() {
-  local ids
-  ids=$(docker ps --all --quiet --filter "name=-exporter-$RUN_ID\$")
-  [[ -z $ids ]] || docker rm --force $ids >/dev/null 2>&1 || true
+  local ids=()
+  mapfile -t ids < <(docker ps --all --quiet --filter "name=-exporter-$RUN_ID\$")
+  (( ${#ids[@]} == 0 )) || docker rm --force "${ids[@]}" >/dev/null 2>&1 || true
 }
 
 stop_training() {  # SIGTERM: the trainer writes its last checkpoint and exits 143
-  docker stop --time "${STOP_GRACE:-90}" "$CONTAINER" >/dev/null 2>&1 || true
+  docker stop --time "${1:-${STOP_GRACE:-90}}" "$CONTAINER" >/dev/null 2>&1 || true
+}
+
+watchdog() {  # on its own, from the start: whatever hangs (the driver, a pull, the teardown),
+  # the machine goes before its deadline, when the cloud's own cap would take it anyway
+  local nap=""
+  trap 'kill "$nap" 2>/dev/null; exit 0' TERM
+  while (( $(date +%s) < DEADLINE - WATCHDOG_BEFORE )); do
+    sleep "${WATCHDOG_POLL:-5}" & nap=$!
+    wait "$nap"
+  done
+  log "the deadline has come: deleting this machine"
+  delete_self
 }
 
 teardown() {
@@ -139,10 +153,13 @@ teardown() {
   docker rm --force "$CONTAINER" >/dev/null 2>&1 || true
   stop_exporters
   rm -f "$WORK/secrets.env"
+  kill "$WATCHDOG" 2>/dev/null
   log "run $RUN_ID $REASON (container exit $code); outputs in $BUCKET/outputs"
   delete_self
   [[ $REASON == finished ]]
 }
+watchdog &
+WATCHDOG=$!
 trap teardown EXIT
 trap 'REASON=interrupted; exit 130' INT TERM
 
@@ -175,6 +192,7 @@ if [[ -n ${MONITOR_PORT:-} ]]; then
   publish=(--publish "$METRICS_BIND:$MONITOR_PORT:$MONITOR_PORT")
   start_exporters
 fi
+container_args=()
 eval "container_args=($CONTAINER_ARGS)"
 docker run --detach --name "$CONTAINER" "${gpu_flags[@]}" "${publish[@]}" --env-file "$WORK/secrets.env" \
   --volume "$OUTPUTS:/workspace/outputs" --entrypoint dumb-init "$IMAGE" -- "${container_args[@]}" \
@@ -187,9 +205,10 @@ last_sync=$(date +%s)
 running() { [[ -n $(docker ps --quiet --filter "name=^$CONTAINER\$" --filter status=running) ]]; }
 while running; do
   if preempted; then
-    REASON=preempted; log "preemption notice: stopping the run with a checkpoint"; stop_training; break
+    REASON=preempted; log "preemption notice: stopping the run with a checkpoint"
+    stop_training "$PREEMPT_GRACE"; break
   fi
-  if (( $(date +%s) - STARTED > MAX_SECONDS )); then
+  if (( $(date +%s) > DEADLINE - STOP_BEFORE )); then
     REASON=timeout; log "the run reached --max-hours: stopping it with a checkpoint"; stop_training; break
   fi
   if (( $(date +%s) - last_sync > SYNC_EVERY )); then

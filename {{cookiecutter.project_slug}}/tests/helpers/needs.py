@@ -12,6 +12,8 @@ import os
 import shutil
 from collections.abc import Callable
 
+from . import iam
+
 
 def _on_path(*programs: str) -> Callable[[], bool]:
     return lambda: all(shutil.which(program) for program in programs)
@@ -28,6 +30,10 @@ NEEDS: dict[str, tuple[Callable[[], bool], str]] = {
     "cloud-sdks": (
         lambda: bool(os.environ.get("CLOUD_SDK_PYTHON")),
         "CLOUD_SDK_PYTHON=a Python with azure-ai-ml, google-cloud-aiplatform and skypilot",
+    ),
+    "iam-linters": (
+        iam.available,
+        "CLOUD_SDK_PYTHON=a Python with parliament and cloudsplaining (pip install both)",
     ),
     "prometheus": (
         _on_path("prometheus", "promtool", "prometheus-pushgateway", "prometheus-node-exporter"),

@@ -1,7 +1,8 @@
 """The clouds' own SDKs, which check offline what the tasks write: azure-ai-ml's `load_job`,
 google-cloud-aiplatform's message types, SkyPilot's `Task`. No task needs them and together they
 are 770 MB, so they live in a venv of their own whose Python CLOUD_SDK_PYTHON names (.ci/run of
-the template makes one: pip install azure-ai-ml google-cloud-aiplatform skypilot)."""
+the template makes one: pip install azure-ai-ml google-cloud-aiplatform skypilot, with the IAM
+linters parliament and cloudsplaining beside them: helpers/iam.py)."""
 
 from __future__ import annotations
 
