@@ -77,25 +77,13 @@ def role_arn(settings: dict[str, Any], cmd: Commands) -> str:
     <project>-sagemaker, made on first use, its policy written again at every launch."""
     if settings.get("sagemaker_role"):
         return str(settings["sagemaker_role"])
-    name = f"{settings['project_name']}-sagemaker"
-    found = cmd.run(
-        aws_account.aws_cli(settings, "iam", "get-role", "--role-name", name),
-        check=False,
-        dry_answer=json.dumps({"Role": {"Arn": f"arn:aws:iam::<account>:role/{name}"}}),
+    return aws_account.ensure_role(
+        settings,
+        f"{settings['project_name']}-sagemaker",
+        aws_policies.trust("sagemaker.amazonaws.com"),
+        aws_policies.sagemaker_job(settings, aws_account.account(settings, cmd)),
+        cmd,
     )
-    if found.returncode != 0 or cmd.dry_run:
-        trust = json.dumps(aws_policies.trust("sagemaker.amazonaws.com"))
-        made = cmd.run(
-            aws_account.aws_cli(
-                settings, "iam", "create-role", "--role-name", name,
-                "--assume-role-policy-document", trust, "--tags", aws_account.MANAGED_TAG,
-            ),
-            dry_answer=found.stdout,
-        )  # fmt: skip
-        found = made
-    account = aws_account.account(settings, cmd)
-    aws_account.put_policy(settings, name, aws_policies.sagemaker_job(settings, account), cmd)
-    return str(json.loads(found.stdout)["Role"]["Arn"])
 
 
 def spec(

@@ -21,10 +21,14 @@ def aws_cli(settings: dict[str, Any], *args: str, output: str = "json") -> list[
 
 
 def account(settings: dict[str, Any], cmd: Commands) -> str:
-    done = cmd.run(
-        aws_cli(settings, "sts", "get-caller-identity"), dry_answer='{"Account": "<account>"}'
-    )
-    return json.loads(done.stdout)["Account"]
+    """The account's id, asked once per command: the bucket, the roles and the deadline schedule
+    all name it, and the settings keep it."""
+    if "_account" not in settings:
+        done = cmd.run(
+            aws_cli(settings, "sts", "get-caller-identity"), dry_answer='{"Account": "<account>"}'
+        )
+        settings["_account"] = json.loads(done.stdout)["Account"]
+    return str(settings["_account"])
 
 
 def registry(settings: dict[str, Any], cmd: Commands) -> str:
@@ -115,23 +119,18 @@ def ensure_bucket(settings: dict[str, Any], cmd: Commands) -> str:
 
 def ensure_identity(settings: dict[str, Any], cmd: Commands) -> str:
     """The instance profile the VMs run as. The project's own (<project>-runner) is made on first
-    use and its policy written again at every launch, so that it names the bucket and secrets of
-    cloud.toml today; a profile cloud.toml names is used as it is. A dry run shows every step."""
+    use, its role's policy written again at every launch; a profile cloud.toml names is used as
+    it is."""
     name = settings["instance_profile"]
     if name != f"{settings['project_name']}-runner":
         return name
+    policy = aws_policies.runner(settings, account(settings, cmd))
+    ensure_role(settings, name, aws_policies.trust("ec2.amazonaws.com"), policy, cmd)
     found = cmd.run(
         aws_cli(settings, "iam", "get-instance-profile", "--instance-profile-name", name),
         check=False,
     )
     if found.returncode != 0 or cmd.dry_run:
-        trust = json.dumps(aws_policies.trust("ec2.amazonaws.com"))
-        cmd.run(
-            aws_cli(
-                settings, "iam", "create-role", "--role-name", name,
-                "--assume-role-policy-document", trust, "--tags", MANAGED_TAG,
-            )
-        )  # fmt: skip
         cmd.run(
             aws_cli(settings, "iam", "create-instance-profile", "--instance-profile-name", name)
         )
@@ -141,15 +140,36 @@ def ensure_identity(settings: dict[str, Any], cmd: Commands) -> str:
                 "--role-name", name,
             )
         )  # fmt: skip
-    put_policy(settings, name, aws_policies.runner(settings, account(settings, cmd)), cmd)
     return name
 
 
-def put_policy(settings: dict[str, Any], role: str, policy: dict[str, Any], cmd: Commands) -> None:
-    """Write the role's one inline policy (named as the role), replacing what it was."""
+def ensure_role(
+    settings: dict[str, Any],
+    name: str,
+    trust: dict[str, Any],
+    policy: dict[str, Any],
+    cmd: Commands,
+) -> str:
+    """The project's role `name`, its ARN: made on first use (tagged as the project's) with
+    `trust`, and `policy` written again as its one inline policy at every launch, so that it
+    follows cloud.toml. A dry run shows every step."""
+    found = cmd.run(
+        aws_cli(settings, "iam", "get-role", "--role-name", name),
+        check=False,
+        dry_answer=json.dumps({"Role": {"Arn": f"arn:aws:iam::<account>:role/{name}"}}),
+    )
+    if found.returncode != 0 or cmd.dry_run:
+        found = cmd.run(
+            aws_cli(
+                settings, "iam", "create-role", "--role-name", name,
+                "--assume-role-policy-document", json.dumps(trust), "--tags", MANAGED_TAG,
+            ),
+            dry_answer=found.stdout,
+        )  # fmt: skip
     cmd.run(
         aws_cli(
-            settings, "iam", "put-role-policy", "--role-name", role, "--policy-name", role,
+            settings, "iam", "put-role-policy", "--role-name", name, "--policy-name", name,
             "--policy-document", json.dumps(policy),
         )
     )  # fmt: skip
+    return str(json.loads(found.stdout)["Role"]["Arn"])

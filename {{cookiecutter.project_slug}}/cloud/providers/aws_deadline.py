@@ -16,8 +16,8 @@ from typing import Any
 
 from ..commands import CloudError, Commands
 from ..plan import Plan, label_value
-from . import aws_policies
-from .aws_account import MANAGED_TAG, account, aws_cli, put_policy
+from . import aws_account, aws_policies
+from .aws_account import account, aws_cli
 
 TERMINATE = "arn:aws:scheduler:::aws-sdk:ec2:terminateInstances"
 ROLE_TRIES = 6  # a new role takes seconds to reach EventBridge Scheduler: tries, 5 s apart
@@ -30,18 +30,10 @@ def role_name(settings: dict[str, Any]) -> str:
 def ensure_role(settings: dict[str, Any], cmd: Commands) -> None:
     """The role the schedules run as (made on first use, its policy written at every launch):
     it may terminate the project's labelled instances and nothing else."""
-    name, owner = role_name(settings), account(settings, cmd)
-    found = cmd.run(aws_cli(settings, "iam", "get-role", "--role-name", name), check=False)
-    if found.returncode != 0 or cmd.dry_run:
-        trust = json.dumps(aws_policies.trust("scheduler.amazonaws.com", owner))
-        cmd.run(
-            aws_cli(
-                settings, "iam", "create-role", "--role-name", name,
-                "--assume-role-policy-document", trust, "--tags", MANAGED_TAG,
-            )
-        )  # fmt: skip
+    owner = account(settings, cmd)
+    trust = aws_policies.trust("scheduler.amazonaws.com", owner)
     policy = aws_policies.deadline(settings, owner, label_value(settings["project_name"]))
-    put_policy(settings, name, policy, cmd)
+    aws_account.ensure_role(settings, role_name(settings), trust, policy, cmd)
 
 
 def schedule(plan: Plan, instance: str, cmd: Commands) -> None:
