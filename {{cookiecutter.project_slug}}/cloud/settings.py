@@ -14,6 +14,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from .commands import CloudError
+
 # The project's cloud.toml; CLOUD_SETTINGS names another file (a team's, a test's).
 SETTINGS = Path(
     os.environ.get("CLOUD_SETTINGS") or Path(__file__).resolve().parents[1] / "cloud.toml"
@@ -60,6 +62,18 @@ def with_placeholders(cloud: str, settings: dict[str, Any]) -> tuple[dict[str, A
     return filled, list(missing.values())
 
 
+def _s3_uris(value: Any, key: str) -> list[str]:
+    """cloud.toml's list of s3:// URIs under `key`, or CloudError naming what is wrong."""
+    if not isinstance(value, list) or not all(
+        isinstance(uri, str) and uri.startswith("s3://") and len(uri) > 5 for uri in value
+    ):
+        raise CloudError(
+            f"cloud.toml [aws] {key} = {value!r}: give a list of s3:// URIs, "
+            'e.g. ["s3://datasets/imagenet"]'
+        )
+    return value
+
+
 def load(cloud: str, project: str) -> dict[str, Any]:
     """The settings of `cloud` for the project named `project` (its slug)."""
     table = tomllib.loads(SETTINGS.read_text(encoding="utf-8")) if SETTINGS.exists() else {}
@@ -76,7 +90,7 @@ def load(cloud: str, project: str) -> dict[str, Any]:
         settings |= {
             "region": region,
             "bucket": given.get("bucket", ""),  # default from the account: aws.bucket()
-            "data_buckets": list(given.get("data_buckets", [])),  # read-only, for datasets
+            "data_buckets": _s3_uris(given.get("data_buckets", []), "data_buckets"),  # read-only
             "instance_profile": given.get("instance_profile", f"{project}-runner"),
             "image": given.get("image", ""),  # an AMI id, to pin one instead of the newest DLAMI
             "sagemaker_role": given.get("sagemaker_role", ""),  # default: <project>-sagemaker

@@ -5,6 +5,7 @@ the dry run that prints them."""
 from __future__ import annotations
 
 import json
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -185,3 +186,22 @@ def test_the_dry_run_shows_the_role_it_makes_and_its_policy(tmp_path: Path) -> N
     (statement,) = statements(terminate)
     assert actions(statement) == ["ec2:TerminateInstances"]
     assert statement["Condition"]["StringEquals"]["aws:ResourceTag/invoke-managed"] == "true"
+
+
+@pytest.mark.parametrize("value", ['"s3://datasets"', '["gs://datasets"]', "[1]"])
+def test_a_data_bucket_that_is_not_a_list_of_s3_uris_is_refused_in_one_line(
+    value: str, tmp_path: Path
+) -> None:
+    settings_file = tmp_path / "cloud.toml"
+    settings_file.write_text(f"[aws]\ndata_buckets = {value}\n")
+    env = project_env(CLOUD_RUNS=str(tmp_path / "runs"), CLOUD_SETTINGS=str(settings_file))
+    done = invoke_cli(
+        "train", "--cloud=aws", "--gpu=t4", f"--image=r@{DIGEST}", "--dry-run", env=env
+    )
+    given = tomllib.loads(f"v = {value}")["v"]
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines() == [
+        f"error: cloud.toml [aws] data_buckets = {given!r}: give a list of s3:// URIs, "
+        'e.g. ["s3://datasets/imagenet"]'
+    ]
+    assert not (tmp_path / "runs").exists()
