@@ -16,7 +16,8 @@ DISK_GB = 200  # every VM's boot disk (the image, the data cache, the checkpoint
 
 # Valid as a GCP instance name, an AWS tag, an Azure VM name and a GCP label value: lowercase,
 # a letter first, no underscore, no trailing hyphen, 40 characters at most (room for a prefix).
-RUN_ID = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
+# Checked with fullmatch: `$` would let a trailing newline through.
+RUN_ID = re.compile(r"[a-z][a-z0-9-]{0,38}[a-z0-9]")
 # vm: one VM this template starts and deletes; managed: the cloud's training service
 # (SageMaker, Vertex AI, Azure ML) runs the nodes; skypilot: SkyPilot's managed jobs do.
 BACKENDS = ("vm", "managed", "skypilot")
@@ -34,13 +35,13 @@ def new_run_id(project: str, now: datetime.datetime | None = None) -> str:
     if not stem[0].isalpha():
         stem = f"r{stem}"[:18]
     run_id = f"{stem}-{now:%y%m%d-%H%M%S}-{secrets.token_hex(2)}"
-    assert RUN_ID.match(run_id), run_id
+    assert RUN_ID.fullmatch(run_id), run_id
     return run_id
 
 
 def check_run_id(run_id: str, flag: str = "--resume") -> str:
     """`run_id` as given to `flag`, or PlanError naming the flag and the rule."""
-    if not RUN_ID.match(run_id):
+    if not RUN_ID.fullmatch(run_id):
         raise PlanError(
             f"{flag} {run_id!r}: a run id is lowercase letters, digits and hyphens, starts "
             "with a letter, 40 characters at most (invoke status lists them)"

@@ -82,6 +82,8 @@ def plan_run(
         if shutil.which(cli) is None and not cmd.dry_run:
             raise CloudError(f"{cli} not found: {install_hint(cli)}")
     run_id = check_run_id(resume) if resume else new_run_id(IMAGE)
+    if resume and backend == "vm":
+        _refuse_a_running_run(cloud, run_id, options, cmd)
     chosen_region = region or options.get("region") or options.get("location") or ""
     chosen_zone = zone or (options.get("zone", "") if cloud == "gcp" else "")
     options["bucket"] = PROVIDERS[cloud].ensure_bucket(options, cmd)  # the identity names it
@@ -123,6 +125,26 @@ def plan_run(
     if engine is not None:
         engine.check(plan)
     return plan
+
+
+def _refuse_a_running_run(cloud: str, run_id: str, options: dict[str, Any], cmd: Commands) -> None:
+    """--resume of a run whose machine still runs would start a second writer of its outputs:
+    refused. The cloud is asked (a read) where its CLI is here; a dry run goes on without."""
+    if cloud != "local" and shutil.which(CLIS[cloud]) is None:
+        return
+    try:
+        found = PROVIDERS[cloud].runs(options, Commands(verbose=False))
+    except CloudError:
+        if cmd.dry_run:  # placeholders for settings not made yet: nothing to ask about
+            return
+        raise
+    going = {"shutting-down", "stopping", "terminated", "deleting", "suspending"}
+    if any(entry.get("run") == run_id and str(entry.get("state", "")).lower() not in going
+           for entry in found):  # fmt: skip
+        raise PlanError(
+            f"--resume {run_id}: the run is still running on {cloud}; stop it first "
+            f"(invoke stop --run {run_id}), then resume it"
+        )
 
 
 def _monitor_overrides(

@@ -7,6 +7,7 @@ import datetime
 import json
 import re
 import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -41,10 +42,11 @@ def test_run_ids_fit_every_clouds_naming_rules() -> None:
     now = datetime.datetime(2026, 12, 1, 9, 30, tzinfo=datetime.UTC)
     for project in ("cloud-gpu-project", "a-very-long-project-name-indeed-for-runs", "7up"):
         run_id = plan.new_run_id(project, now)
-        assert plan.RUN_ID.match(run_id) and len(run_id) <= 40, run_id
+        assert plan.RUN_ID.fullmatch(run_id) and len(run_id) <= 40, run_id
         assert "261201-093000" in run_id
-    with pytest.raises(plan.PlanError, match="lowercase letters"):
-        plan.check_run_id("Run_1")
+    for hostile in ("Run_1", "proj-261201-1-ab\n", "../proj", "proj-261201-1-ab\nrm -rf /"):
+        with pytest.raises(plan.PlanError, match="lowercase letters"):
+            plan.check_run_id(hostile)
 
 
 @pytest.mark.parametrize(
@@ -225,6 +227,53 @@ def test_the_cost_cap_is_the_worst_case_the_run_can_cost(tmp_path) -> None:
     assert f"${od * 2 * 2:.2f} at most: 2 h x ${od:.3f}/h x 2 launches (--max-hours 2, " in cap
     assert "a spot hour bills at most the on-demand rate" in cap
     assert cap.endswith("not counted: the 200 GB disk while the machine exists")
+
+
+def test_stop_of_a_local_run_whose_pid_went_to_another_process_signals_nothing(tmp_path) -> None:
+    """A local run's record keeps its startup.sh's PID; once that process has ended the system
+    may give the PID to anything, which `invoke stop` must not kill."""
+    other = subprocess.Popen(["sleep", "120"], start_new_session=True)  # holds the reused PID
+    try:
+        run = "proj-261202-120000-pid0"
+        (tmp_path / "runs" / run).mkdir(parents=True)
+        record = {"run": run, "cloud": "local", "pid": other.pid}
+        (tmp_path / "runs" / run / "run.json").write_text(json.dumps(record))
+        env = project_env(CLOUD_RUNS=str(tmp_path / "runs"),
+                          CLOUD_SETTINGS=str(tmp_path / "none"))  # fmt: skip
+        done = invoke_cli("stop", "--run", run, env=env)
+        assert done.returncode != 0
+        assert done.stderr.strip() == f"error: run {run} is not running here", done.stderr
+        assert other.poll() is None, "the other process was signalled"
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_resuming_a_run_that_still_runs_is_refused_and_stop_ends_it(tmp_path) -> None:
+    """--resume of a running run would start a second writer of its outputs."""
+    run = "proj-261202-120000-run0"
+    folder = tmp_path / "runs" / run
+    folder.mkdir(parents=True)
+    (folder / "startup.sh").write_text("sleep 120\n")  # stands in for the run's script
+    script = subprocess.Popen(["bash", str(folder / "startup.sh")], start_new_session=True)
+    try:
+        (folder / "run.json").write_text(json.dumps({"run": run, "cloud": "local",
+                                                     "pid": script.pid}))  # fmt: skip
+        env = project_env(CLOUD_RUNS=str(tmp_path / "runs"),
+                          CLOUD_SETTINGS=str(tmp_path / "none"))  # fmt: skip
+        resumed = invoke_cli("train", "--cloud=local", "--resume", run, "--dry-run",
+                             f"--image={DIGEST}", env=env)  # fmt: skip
+        assert resumed.returncode == 2, resumed.stdout + resumed.stderr
+        assert resumed.stderr.strip() == (
+            f"error: --resume {run}: the run is still running on local; stop it first "
+            f"(invoke stop --run {run}), then resume it"
+        )
+        stopped = invoke_cli("stop", "--run", run, env=env)
+        assert stopped.returncode == 0, stopped.stderr
+        assert script.wait(timeout=30) != 0, "stop signals the run's own script"
+    finally:
+        script.kill()
+        script.wait()
 
 
 def test_status_says_which_clouds_it_asked_and_an_unknown_run_is_an_error(tmp_path) -> None:

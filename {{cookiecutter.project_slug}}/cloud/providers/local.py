@@ -83,21 +83,35 @@ def launch(plan: Plan, script: str, cmd: Commands, detach: bool = False) -> dict
     return {"pid": process.pid, "exit_code": code}
 
 
-def alive(pid: int | None) -> bool:
+def command_line(pid: int) -> str:
+    """What process `pid` runs, as its arguments joined by spaces ("" when it is gone)."""
+    proc = Path(f"/proc/{pid}/cmdline")
+    if proc.parent.is_dir():  # Linux
+        try:
+            return proc.read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            return ""
+    done = subprocess.run(["ps", "-o", "args=", "-p", str(pid)], capture_output=True, text=True)
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def alive(pid: int | None, run_id: str) -> bool:
+    """Whether `pid` is still the run's startup.sh. A PID is reused once its process ends: one
+    that now runs anything else is not the run, and is never signalled."""
     if not pid:
         return False
     try:
         os.kill(pid, 0)
     except OSError:
         return False
-    return True
+    return command_line(pid).endswith(str(folder(run_id) / "startup.sh"))
 
 
 def runs(settings: dict[str, Any], cmd: Commands) -> list[dict[str, Any]]:
     found = []
     for path in sorted(RUNS.glob("*/run.json")):
         record = json.loads(path.read_text(encoding="utf-8"))
-        if record.get("cloud") == "local" and alive(record.get("pid")):
+        if record.get("cloud") == "local" and alive(record.get("pid"), record["run"]):
             found.append(
                 {
                     "run": record["run"],
@@ -112,7 +126,7 @@ def runs(settings: dict[str, Any], cmd: Commands) -> list[dict[str, Any]]:
 def delete(settings: dict[str, Any], record: dict[str, Any], cmd: Commands) -> None:
     """SIGTERM to the run's startup.sh: it stops the container with a checkpoint and tears down."""
     pid = int(record.get("pid") or record.get("id") or 0)
-    if not alive(pid):
+    if not alive(pid, record.get("run", "")):
         raise CloudError(f"run {record.get('run')} is not running here")
     os.killpg(pid, signal.SIGTERM)
 

@@ -182,6 +182,11 @@ chown -R 1000:1000 "$OUTPUTS" 2>/dev/null || true  # the image's user writes the
 ( umask 077; : >"$WORK/secrets.env" )
 for pair in $SECRETS; do
   value=$(read_secret "${pair%%=*}" "${pair#*=}") || { log "cannot read secret ${pair#*=}"; exit 1; }
+  # An env file has one variable a line: a line break inside would start a variable of its own.
+  if [[ $value == *$'\n'* || $value == *$'\r'* ]]; then
+    log "secret ${pair#*=} holds a line break, which cannot reach the container as one variable: store it on one line (base64 for a key file)"
+    exit 1
+  fi
   [[ -n $value ]] && printf '%s=%s\n' "${pair%%=*}" "$value" >>"$WORK/secrets.env"
 done
 
