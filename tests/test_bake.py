@@ -178,6 +178,7 @@ tests/helpers/sdks.py
 tests/helpers/seen_samples.py
 tests/helpers/services.py
 tests/helpers/sync_check.py
+tests/test_azureml_jobs.py
 tests/test_bad_input.py
 tests/test_benchmarks.py
 tests/test_checkpoint.py

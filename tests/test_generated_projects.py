@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import tomllib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import TEMPLATE_DIR, VARIANTS
+from conftest import PROJECT_TEMPLATE, TEMPLATE_DIR, VARIANTS
 
 from template_tools import bake
 from template_tools.install import project_install_command, venv_python
@@ -105,18 +106,20 @@ def shared_venv(framework: str, superset: Path) -> Path:
     return venv_python(venv)
 
 
-@pytest.fixture(scope="session")
-def venvs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """framework -> the Python of its shared venv, every framework's made at once on first use
-    (two pip installs side by side take little longer than one)."""
-    frameworks = sorted({variant.extra_context["framework"] for variant in distinct_variants()})
-    supersets = {  # baked here, one by one: cookiecutter changes the working folder
-        name: bake(TEMPLATE_DIR, tmp_path_factory.mktemp(name), {**SUPERSET, "framework": name})
-        for name in frameworks
-    }
-    with ThreadPoolExecutor(len(frameworks)) as pool:
-        made = {name: pool.submit(shared_venv, name, supersets[name]) for name in frameworks}
+def make_venvs(supersets: dict[str, Path]) -> dict[str, Path]:
+    """framework -> the Python of its shared venv, every framework's made at once (two pip
+    installs side by side take little longer than one)."""
+    with ThreadPoolExecutor(len(supersets)) as pool:
+        made = {
+            name: pool.submit(shared_venv, name, project) for name, project in supersets.items()
+        }
     return {name: future.result() for name, future in made.items()}
+
+
+@pytest.fixture(scope="session")
+def venvs(background: Background) -> dict[str, Path]:
+    """framework -> the Python of its shared venv, once the background has made them."""
+    return background.venvs()
 
 
 @pytest.fixture
@@ -186,14 +189,39 @@ class Suite:
     bare: bool = False
 
 
+# The test modules of what both frameworks' projects share (cloud/, tasks/ but framework.py):
+# the same file in both projects, testing the same code (test_the_shared_modules_are_one_file
+# checks both). Their second-tier tests run in the first framework's second tier only; every
+# other framework runs their first-tier tests, as `invoke test` does.
+SHARED_MODULES = ("tests/test_cloud_aws.py", "tests/test_cloud_azure.py",
+                  "tests/test_cloud_gcp.py", "tests/test_cloud_monitor.py",
+                  "tests/test_cloud_plan.py", "tests/test_iam_policies.py",
+                  "tests/test_managed_jobs.py", "tests/test_run_secrets.py",
+                  "tests/test_startup_script.py")  # fmt: skip
+# What may differ under the code those modules test: what the framework's image needs of a GPU
+# (cloud/image.json), and the files of a framework's overlay (tasks/framework.py: how it starts
+# on several devices; its own test helpers). Each is tested in every framework's first tier.
+SHARED_CODE = ("cloud", "tasks", "tests/helpers", "tests/conftest.py")
+SHARED_CODE_EXCEPT = ("cloud/image.json",)
+OVERLAYS = [TEMPLATE_DIR / PROJECT_TEMPLATE / f"_{name}" for name in ("pytorch", "tensorflow")]
+SECOND_TIER = ["-m", "pytest", "-p", "no:cacheprovider", "-m", "slow or needs", "-rA"]
+
+
+def runs_shared_modules(variant: Variant) -> bool:
+    """Whether `variant`'s second tier runs SHARED_MODULES: the first framework's does."""
+    return variant.extra_context["framework"] == VARIANTS[0].extra_context["framework"]
+
+
 def suites(variant: Variant) -> list[Suite]:
     """The SUPERSET variant of a framework runs its whole suite as two tiers, side by side:
     `invoke test` with nothing but Python on the PATH, and the second tier (`invoke test --all`
-    less the first) with every tool; the others SUBSET."""
+    less the first) with every tool, less SHARED_MODULES but in one framework; the others
+    SUBSET."""
     if all(variant.extra_context.get(key) == value for key, value in SUPERSET.items()):
+        shared = [] if runs_shared_modules(variant) else [f"--deselect={m}" for m in SHARED_MODULES]
         return [
             Suite("first-tier", ["-m", "invoke", "test", "--", "-p", "no:cacheprovider"], True),
-            Suite("second-tier", ["-m", "pytest", "-p", "no:cacheprovider", "-m", "slow or needs"]),
+            Suite("second-tier", [*SECOND_TIER, *shared]),
         ]
     return [Suite("subset", ["-m", "pytest", "-p", "no:cacheprovider", *SUBSET])]
 
@@ -243,34 +271,92 @@ def start_suite(suite: Suite, project: Path, python: Path) -> SuiteRun:
     return SuiteRun(project, process, log)
 
 
+class Background:
+    """The shared venvs made, then every variant's suites started, in a thread of this session:
+    the template's own tests run meanwhile (a pip install waits on downloads and disks, which a
+    Docker build or a bake does not). The projects are baked before, here: cookiecutter changes
+    the working folder, which a thread must not do under the tests that run beside it."""
+
+    def __init__(self, tmp_path_factory: pytest.TempPathFactory) -> None:
+        frameworks = sorted({v.extra_context["framework"] for v in distinct_variants()})
+        self._supersets = {
+            name: bake(TEMPLATE_DIR, tmp_path_factory.mktemp(name), {**SUPERSET, "framework": name})
+            for name in frameworks
+        }
+        self._projects: dict[str, list[tuple[Suite, Path]]] = {}
+        for variant in distinct_variants():  # a project for each suite: they write outputs
+            self._projects[variant.id] = [
+                (suite, bake(TEMPLATE_DIR, tmp_path_factory.mktemp(f"{variant.id}-{suite.name}"),
+                             variant.extra_context))
+                for suite in suites(variant)
+            ]  # fmt: skip
+        self.runs: dict[str, list[SuiteRun]] = {}
+        self._pythons: dict[str, Path] = {}
+        self._made = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._work, name="project-suites", daemon=True)
+        self._thread.start()
+
+    def _work(self) -> None:
+        try:
+            self._pythons = make_venvs(self._supersets)
+            self._made.set()
+            for variant in distinct_variants():
+                python = self._pythons[variant.extra_context["framework"]]
+                self.runs[variant.id] = [
+                    start_suite(suite, project, python)
+                    for suite, project in self._projects[variant.id]
+                ]
+        except BaseException as error:  # raised again in the tests that wait for the work
+            self._error = error
+            self._made.set()
+
+    def started(self) -> bool:
+        return self._thread.is_alive() or self._error is None
+
+    def venvs(self) -> dict[str, Path]:
+        self._made.wait()
+        if self._error is not None:
+            raise self._error
+        return self._pythons
+
+    def suites(self) -> dict[str, list[SuiteRun]]:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self.runs
+
+    def stop(self) -> None:
+        """Nothing left behind: suites still running are killed."""
+        self._thread.join()
+        for run in (run for runs in self.runs.values() for run in runs):
+            if run.process.poll() is None:
+                run.process.kill()
+                run.process.wait()
+
+
 @pytest.fixture(scope="session")
-def suite_runs(
-    tmp_path_factory: pytest.TempPathFactory, venvs: dict[str, Path]
-) -> Iterator[dict[str, list[SuiteRun]]]:
-    """Every variant's suites, started together on first use. Each spends most of its time in
-    one process (imports, small models on one core), so side by side they take little longer
-    than the slowest alone, where one after another they took the sum (17 minutes)."""
-    started: dict[str, list[SuiteRun]] = {}
-    for variant in distinct_variants():
-        python = venvs[variant.extra_context["framework"]]
-        started[variant.id] = []
-        for suite in suites(variant):  # each in a project of its own: they write outputs
-            folder = tmp_path_factory.mktemp(f"{variant.id}-{suite.name}")
-            project = bake(TEMPLATE_DIR, folder, variant.extra_context)
-            started[variant.id].append(start_suite(suite, project, python))
-    yield started
-    for run in (run for runs in started.values() for run in runs):  # none left behind
-        if run.process.poll() is None:
-            run.process.kill()
-            run.process.wait()
+def background(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Background]:
+    work = Background(tmp_path_factory)
+    yield work
+    work.stop()
 
 
-def test_every_suite_starts(suite_runs: dict[str, list[SuiteRun]]) -> None:
-    """The first test of a session (conftest.py orders them): the suites run in the background
-    while the rest of the session does, and the tests that wait for them come last."""
-    runs = [run for runs in suite_runs.values() for run in runs]
-    assert len(runs) == 2 * 2 + 2  # two tiers of each framework's superset, two subsets
-    assert all(run.process.poll() in (None, 0) for run in runs)
+@pytest.fixture(scope="session")
+def suite_runs(background: Background) -> dict[str, list[SuiteRun]]:
+    """Every variant's suites, once started. Each spends most of its time in one process
+    (imports, small models on one core), so side by side they take little longer than the
+    slowest alone, where one after another they took the sum (17 minutes)."""
+    runs = background.suites()
+    assert len([run for runs in runs.values() for run in runs]) == 2 * 2 + 2  # two tiers of
+    return runs  # each framework's superset, and a subset of each framework's other variant
+
+
+def test_every_suite_starts(background: Background) -> None:
+    """The first test of a session (conftest.py orders them): the venvs are made and the suites
+    run in the background while the rest of the session does; the tests that wait for them
+    come last."""
+    assert background.started()
 
 
 @pytest.mark.timeout(SUITE_TIMEOUT + 60)
@@ -292,19 +378,68 @@ def summary_counts(output: str) -> dict[str, int]:
     return {word: int(count) for count, word in re.findall(r"(\d+) ([a-z]+)", last)}
 
 
+def in_shared_modules(output: str) -> int:
+    """How many tests of SHARED_MODULES a second tier's `-rA` summary says passed (a line
+    each, `PASSED tests/x.py::test[id]`) or were skipped (`SKIPPED [n] tests/x.py:12: why`)."""
+    passed = re.findall(r"^PASSED (tests/[^\s:]+\.py)::.+$", output, re.MULTILINE)
+    skipped = re.findall(r"^SKIPPED \[(\d+)\] (tests/[^\s:]+\.py):", output, re.MULTILINE)
+    return sum(module in SHARED_MODULES for module in passed) + sum(
+        int(count) for count, module in skipped if module in SHARED_MODULES
+    )
+
+
 def test_the_first_tier_is_what_invoke_test_runs_and_the_rest_is_the_second(
     suite_runs: dict[str, list[SuiteRun]],
 ) -> None:
-    """Every test of a project runs in one of its two tiers: none lost between them."""
-    tiered = [runs for runs in suite_runs.values() if len(runs) == 2]
+    """Every test of a project runs in one of its two tiers, or (a second-tier test of
+    SHARED_MODULES) in the first framework's second tier: none lost between them."""
+    tiered = {vid: runs for vid, runs in suite_runs.items() if len(runs) == 2}
     assert len(tiered) == 2  # one per framework
-    for runs in tiered:
-        first, second = (run.result(SUITE_TIMEOUT)[1] for run in runs)
+    outputs = {vid: [run.result(SUITE_TIMEOUT)[1] for run in runs] for vid, runs in tiered.items()}
+    variants = {variant.id: variant for variant in distinct_variants()}
+    (runner,) = [vid for vid in tiered if runs_shared_modules(variants[vid])]
+    shared = in_shared_modules(outputs[runner][1])
+    assert shared > 20, "the first framework's second tier runs the shared modules"
+    for vid, (first, second) in outputs.items():
         assert "the slow tests and those that need tools beyond Python" in first
         counts = [summary_counts(first), summary_counts(second)]
         ran = [c.get("passed", 0) + c.get("skipped", 0) for c in counts]
         assert ran[0] > 100 and ran[1] > 50, counts
-        assert counts[0]["deselected"] == ran[1], counts  # the second: what the first left out
+        elsewhere = 0 if vid == runner else shared  # the same files: the same tests
+        assert in_shared_modules(second) == shared - elsewhere
+        # What the second tier left out is the first tier (whose workers do not count what they
+        # deselect) and, but in one framework, the shared modules' second-tier tests.
+        assert counts[1]["deselected"] == ran[0] + elsewhere, counts
+
+
+def test_the_shared_modules_are_one_file_in_both_projects(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """SHARED_MODULES, and the code they test (SHARED_CODE but SHARED_CODE_EXCEPT), are the same
+    bytes in every framework's project: running them in one framework runs them for all."""
+    projects = [
+        bake(TEMPLATE_DIR, tmp_path_factory.mktemp(variant.id), variant.extra_context)
+        for variant in distinct_variants()
+        if all(variant.extra_context.get(key) == value for key, value in SUPERSET.items())
+    ]
+
+    def files(project: Path) -> dict[str, bytes]:
+        paths = [project / name for name in (*SHARED_MODULES, *SHARED_CODE)]
+        found = [p for path in paths for p in ([path] if path.is_file() else path.rglob("*"))]
+        return {
+            p.relative_to(project).as_posix(): p.read_bytes()
+            for p in found
+            if p.is_file() and p.relative_to(project).as_posix() not in skipped
+        }
+
+    overlaid = {p.relative_to(o).as_posix() for o in OVERLAYS for p in o.rglob("*") if p.is_file()}
+    skipped = {*SHARED_CODE_EXCEPT, *overlaid}
+    assert "tasks/framework.py" in skipped
+    first, *others = [files(project) for project in projects]
+    assert others and all(name in first for name in SHARED_MODULES)
+    for other in others:
+        assert set(other) == set(first)
+        assert [name for name in sorted(first) if first[name] != other[name]] == []
 
 
 def test_invoke_lint_passes(fresh_project: Path, project_python: Path) -> None:

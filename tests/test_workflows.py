@@ -181,7 +181,8 @@ def test_generated_ci_gives_the_cloud_tests_what_they_skip_without(
         assert '"moto[server]"' in installs and "prometheus-pushgateway" in installs
         sdk_python = test["env"]["CLOUD_SDK_PYTHON"]
         venv = sdk_python.removesuffix("/bin/python").replace("${{ runner.temp }}", "$RUNNER_TEMP")
-        assert f'"{venv}/bin/pip" install azure-ai-ml google-cloud-aiplatform skypilot parliament cloudsplaining' in installs
+        sdks = "azure-ai-ml google-cloud-aiplatform skypilot parliament cloudsplaining"
+        assert f'"{venv}/bin/pip" install {sdks}' in installs
 
 
 def readme_commands() -> dict[str, str]:

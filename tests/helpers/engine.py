@@ -11,6 +11,7 @@ import contextlib
 import functools
 import hashlib
 import http.server
+import io
 import ipaddress
 import json
 import os
@@ -21,6 +22,7 @@ import tarfile
 import tempfile
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -200,56 +202,54 @@ def layer_digests(client: str, image: str) -> list[str]:
     return json.loads(done.stdout)[0]["RootFS"]["Layers"]
 
 
-def saved_image(client: str, image: str, target: Path) -> Path:
-    """`docker save` of `image` into the folder `target`, unpacked; returns the folder."""
-    archive = target.with_suffix(".tar")
-    done = run(client, "save", "--output", str(archive), image)
-    if done.returncode != 0:
-        raise RuntimeError(done.stderr)
-    with tarfile.open(archive) as tar:
-        tar.extractall(target, filter="data")
-    archive.unlink()
-    return target
+@dataclass
+class ImageScan:
+    """What `docker save` of an image holds: each layer's entries (base first) and the names of
+    the files, in a layer or beside the layers, that hold one of the needles looked for."""
+
+    layers: list[dict[str, tuple]]
+    holding: list[str]
 
 
-def saved_layers(folder: Path) -> list[Path]:
-    """The layer tars of a saved image, in the order of its manifest."""
-    manifest = json.loads((folder / "manifest.json").read_text())[0]
-    return [folder / layer for layer in manifest["Layers"]]
+def _is_tar(head: bytes) -> bool:
+    """A tar stream starts with a ustar header, or (an empty layer) with a zero block."""
+    return head[257:262] == b"ustar" or (len(head) == 512 and not head.strip(b"\0"))
 
 
-def _read(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
-    """The bytes of a regular file in `tar`."""
-    handle = tar.extractfile(member)
-    assert handle is not None, member.name
-    return handle.read()
+def _entry(member: tarfile.TarInfo, data: bytes) -> tuple:
+    """(type, mode, uid, gid, link, size, sha256): an entry as the comparison sees it, its
+    modification time left out (BuildKit of Docker 20.10 cannot fix it)."""
+    digest = hashlib.sha256(data).hexdigest() if member.isfile() else ""
+    return (member.type, member.mode, member.uid, member.gid, member.linkname, member.size, digest)
 
 
-def layer_contents(layer: Path) -> dict[str, tuple]:
-    """path -> (type, mode, uid, gid, link, size, sha256) of every entry; mtimes left out."""
-    entries = {}
-    with tarfile.open(layer) as tar:
-        for member in tar:
-            digest = ""
-            if member.isfile():
-                digest = hashlib.sha256(_read(tar, member)).hexdigest()
-            entries[member.name] = (
-                member.type, member.mode, member.uid, member.gid,
-                member.linkname, member.size, digest,
-            )  # fmt: skip
-    return entries
-
-
-def files_holding(folder: Path, needles: list[bytes]) -> list[str]:
-    """Files under an unpacked saved image (layer tars searched entry by entry) holding a needle."""
-    found = []
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        if tarfile.is_tarfile(path):
-            with tarfile.open(path) as tar:
-                for member in tar:
-                    data = _read(tar, member) if member.isfile() else b""
-                    found += [f"{path.name}:{member.name}" for n in needles if n in data]
-        else:
-            data = path.read_bytes()
-            found += [path.name for n in needles if n in data]
-    return found
+def scan_image(client: str, image: str, needles: tuple[bytes, ...] = ()) -> ImageScan:
+    """`docker save` of `image` read as it streams, once: every layer's entries and where the
+    needles are. Nothing is written to disk (an image is gigabytes)."""
+    saving = subprocess.Popen([client, "save", image], stdout=subprocess.PIPE)
+    assert saving.stdout is not None
+    layers: dict[str, dict[str, tuple]] = {}
+    holding: list[str] = []
+    manifest: list[dict[str, Any]] = []
+    with tarfile.open(fileobj=saving.stdout, mode="r|") as outer:
+        for member in outer:
+            handle = outer.extractfile(member) if member.isfile() else None
+            if handle is None:
+                continue
+            stream = io.BufferedReader(handle, buffer_size=1 << 20)  # type: ignore[type-var]
+            if not _is_tar(stream.peek(512)[:512]):
+                data = stream.read()
+                holding += [member.name for needle in needles if needle in data]
+                if member.name == "manifest.json":
+                    manifest = json.loads(data)
+                continue
+            entries = layers[member.name] = {}
+            with tarfile.open(fileobj=stream, mode="r|") as layer:
+                for entry in layer:
+                    file = layer.extractfile(entry) if entry.isfile() else None
+                    data = file.read() if file else b""
+                    entries[entry.name] = _entry(entry, data)
+                    holding += [f"{member.name}:{entry.name}" for n in needles if n in data]
+    if saving.wait() != 0:
+        raise RuntimeError(f"docker save {image} failed")
+    return ImageScan([layers[name] for name in manifest[0]["Layers"]], holding)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import shlex
 
 from invoke import Context, Exit, task
@@ -13,6 +14,10 @@ from .run import PYTHON, _pty
 # for long or start several processes, and those needing tools beyond Python
 # (tests/helpers/needs.py).
 FIRST_TIER = "not slow and not needs"
+# The tests run side by side on the machine's cores (pytest-xdist; a worker out of tests takes
+# some of another's), at most 8: each worker imports the framework and makes the session's short
+# run once. `invoke test -- -n 0` runs them one by one.
+PARALLEL = "-n auto --maxprocesses=8 --dist worksteal"
 
 
 @task(
@@ -24,7 +29,10 @@ FIRST_TIER = "not slow and not needs"
 def test(c: Context, all_: bool = False) -> None:
     """Run the tests on the CPU (minutes, nothing but Python); pytest arguments go after `--`."""
     selection = "" if all_ else f"-m {shlex.quote(FIRST_TIER)}"
-    done = c.run(f"{PYTHON} -m pytest {selection} {overrides(c)}", pty=_pty(), warn=True)
+    parallel = PARALLEL if importlib.util.find_spec("xdist") else ""
+    if not parallel:
+        print("note: pytest-xdist is not installed, so the tests run one by one (invoke setup)")
+    done = c.run(f"{PYTHON} -m pytest {parallel} {selection} {overrides(c)}", pty=_pty(), warn=True)
     if not all_:
         print("the slow tests and those that need tools beyond Python: invoke test --all")
     if done is not None and done.failed:

@@ -33,17 +33,37 @@ def torchrun(
     )
 
 
+# How often the ranks vote on stopping: never within these runs, and every 5 steps.
+STOP_CHECKS = (1000, 5)
+
+
+@pytest.fixture(scope="module")
+def counted(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
+    """Two DDP runs of two ranks under torch's profiler, one for each of STOP_CHECKS: each
+    folder holds the run (run/) and each rank's count of collectives (<rank>.json)."""
+    folders = {}
+    for every in STOP_CHECKS:
+        out = folders[every] = tmp_path_factory.mktemp(f"every-{every}")
+        done = torchrun(
+            out / "run",
+            f"trainer.stop_check_every_n_steps={every}",
+            script=[str(PROJECT_ROOT / "tests" / "helpers" / "collectives.py")],
+            env=project_env(COLLECTIVES_OUT=str(out)),
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+    return folders
+
+
 @pytest.mark.slow
-def test_two_process_ddp_trains_and_only_rank_zero_writes(tmp_path: Path) -> None:
-    result = torchrun(tmp_path)
-    assert result.returncode == 0, result.stdout + result.stderr
-    log = (tmp_path / "debug.log").read_text()
+def test_two_process_ddp_trains_and_only_rank_zero_writes(counted: dict[int, Path]) -> None:
+    run = counted[STOP_CHECKS[0]] / "run"
+    log = (run / "debug.log").read_text()
     assert "DDP: rank 0 of 2" in log and "rank 1" not in log
-    assert read_metrics(tmp_path)["epochs"] == 3
-    state = checkpoint.load(tmp_path / "checkpoints" / checkpoint.LAST)
+    assert read_metrics(run)["epochs"] == 3
+    state = checkpoint.load(run / "checkpoints" / checkpoint.LAST)
     # Each rank sees half of each epoch: 5 capped batches per rank and epoch, 3 epochs.
     assert state["progress"]["global_step"] == 15
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+    assert sorted(p.name for p in run.iterdir()) == sorted(
         [".hydra", "checkpoints", "config.yaml", "debug.log", "metrics.json", "metrics.jsonl"]
     )
 
@@ -58,19 +78,12 @@ def test_ddp_without_a_run_dir_makes_one_folder(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_ddp_step_runs_one_collective_and_stop_votes_come_every_n_steps(tmp_path: Path) -> None:
+def test_a_ddp_step_runs_one_collective_and_stop_votes_come_every_n_steps(
+    counted: dict[int, Path],
+) -> None:
     """Counted by torch's profiler on both ranks: 3 epochs of 5 steps (15), one validation each."""
     counts = {}
-    for every in (1000, 5):
-        out = tmp_path / f"every-{every}"
-        out.mkdir()
-        done = torchrun(
-            out / "run",
-            f"trainer.stop_check_every_n_steps={every}",
-            script=[str(PROJECT_ROOT / "tests" / "helpers" / "collectives.py")],
-            env=project_env(COLLECTIVES_OUT=str(out)),
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
+    for every, out in counted.items():
         ranks = [json.loads((out / f"{rank}.json").read_text()) for rank in (0, 1)]
         assert ranks[0] == ranks[1], "both ranks run the same collectives"
         counts[every] = ranks[0].get("all_reduce", 0)
