@@ -1,45 +1,31 @@
 """Each generated project passes its own test suite and `invoke lint`.
 
-One virtual environment per framework serves that framework's variants: it is made with
-`python -m venv` and `pip install -e "<project>[dev]"` of the variant with the most dependencies,
-so the install a user runs is the one tested, and cached under .cache/ by a hash of those
-dependencies. Each variant then runs with PYTHONPATH=<its src>, so its own code is what runs.
+One virtual environment per framework serves that framework's variants (helpers/venvs.py: the
+install a user runs, of the variant with the most dependencies). Each variant then runs with
+PYTHONPATH=<its src>, so its own code is what runs.
 """
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
-import json
 import os
 import re
-import shutil
 import subprocess
-import sys
 import threading
-import tomllib
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from conftest import PROJECT_TEMPLATE, TEMPLATE_DIR, VARIANTS
+from helpers.venvs import SUPERSET, make_venvs, run_logged
 
 from template_tools import bake
-from template_tools.install import project_install_command, venv_python
 from template_tools.variants import Variant
 
-VENVS = TEMPLATE_DIR / ".cache" / "generated-venv"
-EXTRAS = ("dev",)
-# With the framework, the answers whose project depends on every package the others do.
-SUPERSET = {"tracking": "wandb"}
 # Options that change which code and dependencies a project has; one project per combination.
 DISTINCT_OPTIONS = ("framework", "tracking")
-READY = ".complete"  # written last: a venv without it was interrupted
-# Seconds: a project's whole suite trains on CPU; installing torch and friends takes minutes.
+# Seconds: a project's whole suite trains on CPU.
 SUITE_TIMEOUT = 2400  # a slow 2-core machine ran the PyTorch suite in ~22 min
-INSTALL_TIMEOUT = 1800
 PYTEST_NO_TESTS = 5
 
 
@@ -50,70 +36,6 @@ def distinct_variants() -> list[Variant]:
         key = tuple(variant.extra_context[name] for name in DISTINCT_OPTIONS)
         found.setdefault(key, variant)
     return list(found.values())
-
-
-def dependency_key(project: Path) -> str:
-    """A hash of what the venv holds: the Python, the project's dependencies and the extras."""
-    meta = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    optional = meta.get("optional-dependencies", {})
-    wanted = {
-        "python": f"{sys.version_info.major}.{sys.version_info.minor}",
-        "dependencies": meta["dependencies"],
-        "extras": {name: optional[name] for name in EXTRAS},
-    }
-    return hashlib.sha256(json.dumps(wanted, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def run_logged(
-    command: list[str], cwd: Path, timeout: int, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """Run `command`; its output, stdout and stderr merged, comes back in the result."""
-    return subprocess.run(
-        command,
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def create_venv(venv: Path, project: Path) -> None:
-    """Make `venv` and install `project` into it, as a user does; fail with pip's output."""
-    shutil.rmtree(venv, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    command = project_install_command(venv_python(venv), project, EXTRAS)
-    done = run_logged(command, project, INSTALL_TIMEOUT)
-    assert done.returncode == 0, f"{' '.join(command)} failed:\n{done.stdout[-6000:]}"
-    (venv / READY).write_text(" ".join(command) + "\n", encoding="utf-8")
-
-
-def shared_venv(framework: str, superset: Path) -> Path:
-    """The Python of `framework`'s shared venv, made (from its SUPERSET project) or reused.
-
-    Test runs in the same checkout (several terminals) take turns through a lock file.
-    """
-    venv = VENVS / f"{framework}-{dependency_key(superset)}"
-    VENVS.mkdir(parents=True, exist_ok=True)
-    with (VENVS / f".{framework}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (venv / READY).exists():
-            # A venv is a gigabyte or more: keep only the current one of each framework.
-            for stale in VENVS.glob(f"{framework}-*"):
-                shutil.rmtree(stale, ignore_errors=True)
-            create_venv(venv, superset)
-    return venv_python(venv)
-
-
-def make_venvs(supersets: dict[str, Path]) -> dict[str, Path]:
-    """framework -> the Python of its shared venv, every framework's made at once (two pip
-    installs side by side take little longer than one)."""
-    with ThreadPoolExecutor(len(supersets)) as pool:
-        made = {
-            name: pool.submit(shared_venv, name, project) for name, project in supersets.items()
-        }
-    return {name: future.result() for name, future in made.items()}
 
 
 @pytest.fixture(scope="session")
@@ -191,13 +113,20 @@ class Suite:
 
 # The test modules of what both frameworks' projects share (cloud/, tasks/ but framework.py):
 # the same file in both projects, testing the same code (test_the_shared_modules_are_one_file
-# checks both). Their second-tier tests run in the first framework's second tier only; every
-# other framework runs their first-tier tests, as `invoke test` does.
-SHARED_MODULES = ("tests/test_cloud_aws.py", "tests/test_cloud_azure.py",
-                  "tests/test_cloud_gcp.py", "tests/test_cloud_monitor.py",
-                  "tests/test_cloud_plan.py", "tests/test_iam_policies.py",
-                  "tests/test_managed_jobs.py", "tests/test_run_secrets.py",
-                  "tests/test_startup_script.py")  # fmt: skip
+# checks both). Each module's second-tier tests run in one framework's second tier, named here
+# (the two second tiers then take about as long); every framework runs their first-tier tests,
+# as `invoke test` does.
+SHARED_MODULES = {
+    "tests/test_cloud_aws.py": "pytorch",
+    "tests/test_cloud_azure.py": "pytorch",
+    "tests/test_cloud_gcp.py": "tensorflow",
+    "tests/test_cloud_monitor.py": "pytorch",
+    "tests/test_cloud_plan.py": "pytorch",
+    "tests/test_iam_policies.py": "pytorch",
+    "tests/test_managed_jobs.py": "pytorch",
+    "tests/test_run_secrets.py": "tensorflow",
+    "tests/test_startup_script.py": "tensorflow",
+}
 # What may differ under the code those modules test: what the framework's image needs of a GPU
 # (cloud/image.json), and the files of a framework's overlay (tasks/framework.py: how it starts
 # on several devices; its own test helpers). Each is tested in every framework's first tier.
@@ -207,21 +136,21 @@ OVERLAYS = [TEMPLATE_DIR / PROJECT_TEMPLATE / f"_{name}" for name in ("pytorch",
 SECOND_TIER = ["-m", "pytest", "-p", "no:cacheprovider", "-m", "slow or needs", "-rA"]
 
 
-def runs_shared_modules(variant: Variant) -> bool:
-    """Whether `variant`'s second tier runs SHARED_MODULES: the first framework's does."""
-    return variant.extra_context["framework"] == VARIANTS[0].extra_context["framework"]
+def shared_modules(framework: str, runs: bool) -> list[str]:
+    """SHARED_MODULES whose second-tier tests `framework` runs (or, `runs` false, leaves)."""
+    return [module for module, runner in SHARED_MODULES.items() if (runner == framework) == runs]
 
 
 def suites(variant: Variant) -> list[Suite]:
     """The SUPERSET variant of a framework runs its whole suite as two tiers, side by side:
     `invoke test` with nothing but Python on the PATH, and the second tier (`invoke test --all`
-    less the first) with every tool, less SHARED_MODULES but in one framework; the others
+    less the first) with every tool, less the SHARED_MODULES another framework runs; the others
     SUBSET."""
     if all(variant.extra_context.get(key) == value for key, value in SUPERSET.items()):
-        shared = [] if runs_shared_modules(variant) else [f"--deselect={m}" for m in SHARED_MODULES]
+        left = shared_modules(variant.extra_context["framework"], runs=False)
         return [
             Suite("first-tier", ["-m", "invoke", "test", "--", "-p", "no:cacheprovider"], True),
-            Suite("second-tier", [*SECOND_TIER, *shared]),
+            Suite("second-tier", [*SECOND_TIER, *(f"--deselect={module}" for module in left)]),
         ]
     return [Suite("subset", ["-m", "pytest", "-p", "no:cacheprovider", *SUBSET])]
 
@@ -378,13 +307,13 @@ def summary_counts(output: str) -> dict[str, int]:
     return {word: int(count) for count, word in re.findall(r"(\d+) ([a-z]+)", last)}
 
 
-def in_shared_modules(output: str) -> int:
-    """How many tests of SHARED_MODULES a second tier's `-rA` summary says passed (a line
-    each, `PASSED tests/x.py::test[id]`) or were skipped (`SKIPPED [n] tests/x.py:12: why`)."""
+def tests_of(output: str, modules: list[str]) -> int:
+    """How many tests of `modules` a second tier's `-rA` summary says passed (a line each,
+    `PASSED tests/x.py::test[id]`) or were skipped (`SKIPPED [n] tests/x.py:12: why`)."""
     passed = re.findall(r"^PASSED (tests/[^\s:]+\.py)::.+$", output, re.MULTILINE)
     skipped = re.findall(r"^SKIPPED \[(\d+)\] (tests/[^\s:]+\.py):", output, re.MULTILINE)
-    return sum(module in SHARED_MODULES for module in passed) + sum(
-        int(count) for count, module in skipped if module in SHARED_MODULES
+    return sum(module in modules for module in passed) + sum(
+        int(count) for count, module in skipped if module in modules
     )
 
 
@@ -392,23 +321,29 @@ def test_the_first_tier_is_what_invoke_test_runs_and_the_rest_is_the_second(
     suite_runs: dict[str, list[SuiteRun]],
 ) -> None:
     """Every test of a project runs in one of its two tiers, or (a second-tier test of
-    SHARED_MODULES) in the first framework's second tier: none lost between them."""
-    tiered = {vid: runs for vid, runs in suite_runs.items() if len(runs) == 2}
-    assert len(tiered) == 2  # one per framework
-    outputs = {vid: [run.result(SUITE_TIMEOUT)[1] for run in runs] for vid, runs in tiered.items()}
+    SHARED_MODULES) in another framework's second tier: none lost between them."""
     variants = {variant.id: variant for variant in distinct_variants()}
-    (runner,) = [vid for vid in tiered if runs_shared_modules(variants[vid])]
-    shared = in_shared_modules(outputs[runner][1])
-    assert shared > 20, "the first framework's second tier runs the shared modules"
-    for vid, (first, second) in outputs.items():
+    seconds = {}  # framework -> (its first tier's output, its second tier's)
+    for vid, runs in suite_runs.items():
+        if len(runs) == 2:
+            first, second = (run.result(SUITE_TIMEOUT)[1] for run in runs)
+            seconds[variants[vid].extra_context["framework"]] = (first, second)
+    assert sorted(seconds) == sorted(set(SHARED_MODULES.values()))  # one per framework
+    for framework, (first, second) in seconds.items():
         assert "the slow tests and those that need tools beyond Python" in first
         counts = [summary_counts(first), summary_counts(second)]
         ran = [c.get("passed", 0) + c.get("skipped", 0) for c in counts]
         assert ran[0] > 100 and ran[1] > 50, counts
-        elsewhere = 0 if vid == runner else shared  # the same files: the same tests
-        assert in_shared_modules(second) == shared - elsewhere
+        assert tests_of(second, shared_modules(framework, runs=True)) > 0
+        assert tests_of(second, shared_modules(framework, runs=False)) == 0
+        # The same files: the tests another framework ran of its share are this one's too.
+        elsewhere = sum(
+            tests_of(output, shared_modules(other, runs=True))
+            for other, (_, output) in seconds.items()
+            if other != framework
+        )
         # What the second tier left out is the first tier (whose workers do not count what they
-        # deselect) and, but in one framework, the shared modules' second-tier tests.
+        # deselect) and the shared modules' second-tier tests that another framework runs.
         assert counts[1]["deselected"] == ran[0] + elsewhere, counts
 
 
@@ -437,6 +372,7 @@ def test_the_shared_modules_are_one_file_in_both_projects(
     assert "tasks/framework.py" in skipped
     first, *others = [files(project) for project in projects]
     assert others and all(name in first for name in SHARED_MODULES)
+    assert set(SHARED_MODULES.values()) == {v.extra_context["framework"] for v in VARIANTS}
     for other in others:
         assert set(other) == set(first)
         assert [name for name in sorted(first) if first[name] != other[name]] == []

@@ -1,0 +1,107 @@
+"""The generated projects' shared virtual environments: one per framework, made with
+`python -m venv` and `pip install -e "<project>[dev]"` of the variant with the most dependencies
+(so the install a user runs is the one tested), cached under .cache/ by a hash of those
+dependencies. test_generated_projects.py runs each variant's suite in one; .ci/run starts making
+them while the rest of CI is set up:
+
+    python -c 'import sys; sys.path[:0] = [".", "tests"]; from helpers import venvs; venvs.main()'
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from template_tools import bake, choices
+from template_tools.install import project_install_command, venv_python
+
+TEMPLATE_DIR = Path(__file__).resolve().parents[2]
+VENVS = TEMPLATE_DIR / ".cache" / "generated-venv"
+EXTRAS = ("dev",)
+# With the framework, the answers whose project depends on every package the others do.
+SUPERSET = {"tracking": "wandb"}
+READY = ".complete"  # written last: a venv without it was interrupted
+INSTALL_TIMEOUT = 1800  # seconds: installing torch and friends takes minutes
+
+
+def dependency_key(project: Path) -> str:
+    """A hash of what the venv holds: the Python, the project's dependencies and the extras."""
+    meta = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    optional = meta.get("optional-dependencies", {})
+    wanted = {
+        "python": f"{sys.version_info.major}.{sys.version_info.minor}",
+        "dependencies": meta["dependencies"],
+        "extras": {name: optional[name] for name in EXTRAS},
+    }
+    return hashlib.sha256(json.dumps(wanted, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def run_logged(
+    command: list[str], cwd: Path, timeout: int, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run `command`; its output, stdout and stderr merged, comes back in the result."""
+    return subprocess.run(
+        command,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def create_venv(venv: Path, project: Path) -> None:
+    """Make `venv` and install `project` into it, as a user does; fail with pip's output."""
+    shutil.rmtree(venv, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    command = project_install_command(venv_python(venv), project, EXTRAS)
+    done = run_logged(command, project, INSTALL_TIMEOUT)
+    assert done.returncode == 0, f"{' '.join(command)} failed:\n{done.stdout[-6000:]}"
+    (venv / READY).write_text(" ".join(command) + "\n", encoding="utf-8")
+
+
+def shared_venv(framework: str, superset: Path) -> Path:
+    """The Python of `framework`'s shared venv, made (from its SUPERSET project) or reused.
+
+    Test runs in the same checkout (several terminals) take turns through a lock file.
+    """
+    venv = VENVS / f"{framework}-{dependency_key(superset)}"
+    VENVS.mkdir(parents=True, exist_ok=True)
+    with (VENVS / f".{framework}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (venv / READY).exists():
+            # A venv is a gigabyte or more: keep only the current one of each framework.
+            for stale in VENVS.glob(f"{framework}-*"):
+                shutil.rmtree(stale, ignore_errors=True)
+            create_venv(venv, superset)
+    return venv_python(venv)
+
+
+def make_venvs(supersets: dict[str, Path]) -> dict[str, Path]:
+    """framework -> the Python of its shared venv, every framework's made at once (two pip
+    installs side by side take little longer than one)."""
+    with ThreadPoolExecutor(len(supersets)) as pool:
+        made = {
+            name: pool.submit(shared_venv, name, project) for name, project in supersets.items()
+        }
+    return {name: future.result() for name, future in made.items()}
+
+
+def main() -> None:
+    """Every framework's shared venv, made from a SUPERSET project baked for the purpose."""
+    with tempfile.TemporaryDirectory() as scratch:
+        supersets = {
+            name: bake(TEMPLATE_DIR, Path(scratch) / name, {**SUPERSET, "framework": name})
+            for name in choices()["framework"]
+        }
+        for name, python in make_venvs(supersets).items():
+            print(f"{name}: {python}")
