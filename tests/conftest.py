@@ -62,18 +62,36 @@ def commit_all(repo: Path, message: str) -> str:
     return git(repo, "rev-parse", "HEAD")
 
 
-# Tests that start work in the background run first, those that wait for it last, so that the
-# rest of the session (the Docker tests among it) runs meanwhile.
+# Tests that start work in the background run first, then the longest chain (the Docker tests),
+# those that wait for the background last, so that the rest of the session runs meanwhile.
 STARTS_WORK = ("test_every_suite_starts",)
 WAITS_FOR_IT = ("test_the_projects_own_tests_pass", "test_the_first_tier_is_what_invoke_test_runs")
+LONGEST = "test_docker.py"
 
 
+def xdist_group(item: pytest.Item) -> str:
+    """The tests one pytest-xdist worker runs in order (`invoke test` runs them with
+    --dist loadgroup): a module each, its module fixtures made once, but the Docker tests, one
+    chain per framework's image (the PyTorch one also pushes, rebuilds and runs the local cloud).
+    """
+    module = item.path.name
+    if module == LONGEST:
+        callspec = getattr(item, "callspec", None)
+        return f"docker-{callspec.params.get('framework', 'pytorch') if callspec else 'pytorch'}"
+    return module.removesuffix(".py")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     def place(item: pytest.Item) -> int:
         name = getattr(item, "originalname", item.name)
-        return 0 if name.startswith(STARTS_WORK) else 2 if name.startswith(WAITS_FOR_IT) else 1
+        if name.startswith(STARTS_WORK):
+            return 0
+        return 3 if name.startswith(WAITS_FOR_IT) else 1 if item.path.name == LONGEST else 2
 
     items.sort(key=place)  # stable: the rest keeps its order
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -119,24 +119,48 @@ def build(project: Path, stand_in: str, find_links: str, *extra: str) -> float:
     return time.perf_counter() - started
 
 
-@pytest.fixture(scope="module")
-def images(projects: dict[str, Path], stand_in: str, find_links: str) -> Iterator[dict[str, str]]:
-    """framework -> the CPU image of its project, built once per session (and removed after)."""
-    built = {}
-    for framework, project in projects.items():
-        seconds = build(project, stand_in, find_links)  # cold: the session's base is new
-        revision = git(project, "rev-parse", "--short=12", "HEAD")
-        built[framework] = f"{project.name}:{revision}-cpu"
+class Images(dict[str, str]):
+    """framework -> the CPU image of its project, built when first asked for: a pytest-xdist
+    worker that runs one framework's chain (tests/conftest.py) builds that image only."""
+
+    def __init__(self, projects: dict[str, Path], stand_in: str, find_links: str) -> None:
+        super().__init__()
+        self.projects, self.stand_in, self.find_links = projects, stand_in, find_links
+
+    def __missing__(self, framework: str) -> str:
+        project = self.projects[framework]
+        seconds = build(project, self.stand_in, self.find_links)  # cold: the base is new
         print(f"{framework}: cold build {seconds:.0f} s")
+        revision = git(project, "rev-parse", "--short=12", "HEAD")
+        self[framework] = image = f"{project.name}:{revision}-cpu"
+        return image
+
+    def remove(self) -> None:
+        """Every tag this session gave the images of the frameworks it built, pushed ones too,
+        and no other worker's: the tags name their project's commits."""
+        revisions = set()
+        for framework in self:
+            log = git(self.projects[framework], "log", "--format=%h", "--abbrev=12")
+            revisions.update(log.split())
+        listed = docker(
+            "image", "ls", "--format", "{{.ID}} {{.Tag}}",
+            f"--filter=reference={IMAGE_NAME}", f"--filter=reference=*/{IMAGE_NAME}",
+        )  # fmt: skip
+        ours = {
+            line.split()[0]
+            for line in listed.stdout.splitlines()
+            if line.split()[1][:12] in revisions
+        }
+        if ours:
+            docker("image", "rm", "--force", *ours)  # by id: its pulled-by-digest names too
+
+
+@pytest.fixture(scope="module")
+def images(projects: dict[str, Path], stand_in: str, find_links: str) -> Iterator[Images]:
+    """framework -> the CPU image of its project, built once per session (and removed after)."""
+    built = Images(projects, stand_in, find_links)
     yield built
-    listed = docker(
-        "image",
-        "ls",
-        "--quiet",
-        f"--filter=reference={IMAGE_NAME}",
-        f"--filter=reference=*/{IMAGE_NAME}",
-    )
-    docker("image", "rm", "--force", *set(listed.stdout.split()))
+    built.remove()
 
 
 def outputs_dir(tmp_path: Path) -> Path:

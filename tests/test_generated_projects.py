@@ -307,7 +307,7 @@ def summary_counts(output: str) -> dict[str, int]:
     return {word: int(count) for count, word in re.findall(r"(\d+) ([a-z]+)", last)}
 
 
-def tests_of(output: str, modules: list[str]) -> int:
+def passed_in(output: str, modules: list[str]) -> int:
     """How many tests of `modules` a second tier's `-rA` summary says passed (a line each,
     `PASSED tests/x.py::test[id]`) or were skipped (`SKIPPED [n] tests/x.py:12: why`)."""
     passed = re.findall(r"^PASSED (tests/[^\s:]+\.py)::.+$", output, re.MULTILINE)
@@ -334,11 +334,11 @@ def test_the_first_tier_is_what_invoke_test_runs_and_the_rest_is_the_second(
         counts = [summary_counts(first), summary_counts(second)]
         ran = [c.get("passed", 0) + c.get("skipped", 0) for c in counts]
         assert ran[0] > 100 and ran[1] > 50, counts
-        assert tests_of(second, shared_modules(framework, runs=True)) > 0
-        assert tests_of(second, shared_modules(framework, runs=False)) == 0
+        assert passed_in(second, shared_modules(framework, runs=True)) > 0
+        assert passed_in(second, shared_modules(framework, runs=False)) == 0
         # The same files: the tests another framework ran of its share are this one's too.
         elsewhere = sum(
-            tests_of(output, shared_modules(other, runs=True))
+            passed_in(output, shared_modules(other, runs=True))
             for other, (_, output) in seconds.items()
             if other != framework
         )

@@ -8,6 +8,7 @@ the machine cannot provide it; nothing here is installed by the tests.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import hashlib
 import http.server
@@ -66,7 +67,15 @@ def image_exists(client: str, image: str) -> bool:
 
 
 def build_stand_in(client: str) -> str:
-    """The stand-in base, made once per machine (about a minute) and kept by its tag."""
+    """The stand-in base, made once per machine (about a minute) and kept by its tag; by one
+    process at a time (the test workers of each framework's image ask for it together)."""
+    lock = Path(tempfile.gettempdir()) / "cloud-gpu-template-stand-in.lock"
+    with lock.open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        return _build_stand_in(client)
+
+
+def _build_stand_in(client: str) -> str:
     if image_exists(client, STAND_IN):
         return STAND_IN
     if not shutil.which("debootstrap"):
