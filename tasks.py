@@ -242,8 +242,8 @@ def bake(c: Context, answers: str) -> None:
 
 # Four workers for the suite's long chains, side by side: the generated projects' own suites
 # (started in the background, then waited for), each framework's Docker image and its tests, and
-# the rest, a module at a time (tests/conftest.py groups them). `-- -n 0` runs them one by one.
-PARALLEL = "-n 4 --dist loadgroup --no-loadscope-reorder"
+# the rest, a module at a time (tests/conftest.py makes the chains). `-- -n 0`: one by one.
+PARALLEL = "-n 4 --no-loadscope-reorder"
 
 
 @task

@@ -66,32 +66,40 @@ def commit_all(repo: Path, message: str) -> str:
 # those that wait for the background last, so that the rest of the session runs meanwhile.
 STARTS_WORK = ("test_every_suite_starts",)
 WAITS_FOR_IT = ("test_the_projects_own_tests_pass", "test_the_first_tier_is_what_invoke_test_runs")
-LONGEST = "test_docker.py"
+LONGEST = "tests/test_docker.py"
 
 
-def xdist_group(item: pytest.Item) -> str:
-    """The tests one pytest-xdist worker runs in order (`invoke test` runs them with
-    --dist loadgroup): a module each, its module fixtures made once, but the Docker tests, one
-    chain per framework's image (the PyTorch one also pushes, rebuilds and runs the local cloud).
-    """
-    module = item.path.name
-    if module == LONGEST:
-        callspec = getattr(item, "callspec", None)
-        return f"docker-{callspec.params.get('framework', 'pytorch') if callspec else 'pytorch'}"
-    return module.removesuffix(".py")
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     def place(item: pytest.Item) -> int:
         name = getattr(item, "originalname", item.name)
         if name.startswith(STARTS_WORK):
             return 0
-        return 3 if name.startswith(WAITS_FOR_IT) else 1 if item.path.name == LONGEST else 2
+        if name.startswith(WAITS_FOR_IT):
+            return 3
+        return 1 if item.nodeid.startswith(LONGEST) else 2
 
     items.sort(key=place)  # stable: the rest keeps its order
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
+
+
+def chain(nodeid: str) -> str:
+    """The tests one pytest-xdist worker runs in order (`invoke test` runs four): a module each,
+    so its module fixtures are made once, but the Docker tests are two chains, one per
+    framework's image (the PyTorch one also pushes, rebuilds and runs the local cloud)."""
+    module = nodeid.split("::")[0]
+    if module == LONGEST:
+        return f"{module}[{'tensorflow' if nodeid.endswith('[tensorflow]') else 'pytorch'}]"
+    return module
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Whole chains to a worker, in the order collected (--no-loadscope-reorder)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ChainScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return chain(nodeid)
+
+    return ChainScheduling(config, log)
 
 
 @pytest.hookimpl(hookwrapper=True)

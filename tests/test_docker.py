@@ -709,9 +709,9 @@ def test_every_other_end_tears_down_too(local_cloud: LocalCloud) -> None:
     assert "run/checkpoints/last.pt" in listed, "the stop wrote a checkpoint, and it was uploaded"
 
 
-def exporter_image(registry: str, tmp_path: Path, name: str) -> str:
+def exporter_image(registry: str, tmp_path: Path, name: str, request: pytest.FixtureRequest) -> str:
     """`registry/name:test`: the stand-in base with Debian's node_exporter binary (what quay's
-    image runs) as its entrypoint, pushed; its tag."""
+    image runs) as its entrypoint, pushed; its tag. Removed from the engine after the test."""
     binary = shutil.which("prometheus-node-exporter")
     assert binary, "prometheus-node-exporter is not installed (.ci/run installs it)"
     context = tmp_path / name.replace("/", "-")
@@ -724,6 +724,7 @@ def exporter_image(registry: str, tmp_path: Path, name: str) -> str:
     tagged = f"{registry}/{name}:test"
     built = docker("build", "--quiet", "--tag", tagged, str(context))
     assert built.returncode == 0, built.stderr
+    request.addfinalizer(lambda: docker("image", "rm", "--force", built.stdout.strip()))
     assert docker("push", "--quiet", tagged).returncode == 0
     return tagged
 
@@ -735,7 +736,7 @@ def prometheus_query(port: int, query: str) -> list:
 
 
 def test_a_monitored_run_is_scraped_through_invoke_monitor_run(
-    local_cloud: LocalCloud, tmp_path: Path
+    local_cloud: LocalCloud, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     """`invoke monitor --pin-exporters` records the registry's digests; `invoke train
     --cloud=local --monitor` runs node_exporter by digest beside the trainer, whose /metrics is
@@ -743,8 +744,8 @@ def test_a_monitored_run_is_scraped_through_invoke_monitor_run(
     the run; the exporter goes with the run."""
     if not shutil.which("prometheus"):
         pytest.skip("needs Debian's prometheus (.ci/run installs it)")
-    node = exporter_image(local_cloud.registry, tmp_path, "prometheus/node-exporter")
-    gpu = exporter_image(local_cloud.registry, tmp_path, "nvidia/dcgm-exporter")
+    node = exporter_image(local_cloud.registry, tmp_path, "prometheus/node-exporter", request)
+    gpu = exporter_image(local_cloud.registry, tmp_path, "nvidia/dcgm-exporter", request)
     node_port, trainer_port = engine.free_port(), engine.free_port()
     table = json.loads((local_cloud.project / "cloud" / "vm" / "exporters.json").read_text())
     table["trainer_port"] = trainer_port
