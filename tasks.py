@@ -240,17 +240,11 @@ def bake(c: Context, answers: str) -> None:
         _bake_fresh(output / variant.id, variant.extra_context)
 
 
-# Four workers for the suite's long chains, side by side: the generated projects' own suites
-# (started in the background, then waited for), each framework's Docker image and its tests, and
-# the rest, a module at a time (tests/conftest.py makes the chains). `-- -n 0`: one by one.
-PARALLEL = "-n 4 --no-loadscope-reorder"
-
-
 @task
 def test(c: Context) -> None:
     """Run the template's whole test suite; pytest arguments go after `--`."""
     with c.cd(ROOT):
-        c.run(f"{PYTHON} -m pytest tests {PARALLEL} --durations=10 {_after_dashes(c)}", pty=_pty())
+        c.run(f"{PYTHON} -m pytest tests --durations=10 {_after_dashes(c)}", pty=_pty())
 
 
 @task

@@ -62,44 +62,18 @@ def commit_all(repo: Path, message: str) -> str:
     return git(repo, "rev-parse", "HEAD")
 
 
-# Tests that start work in the background run first, then the longest chain (the Docker tests),
-# those that wait for the background last, so that the rest of the session runs meanwhile.
+# Tests that start work in the background run first, those that wait for it last, so that the
+# rest of the session (the Docker tests among it) runs meanwhile.
 STARTS_WORK = ("test_every_suite_starts",)
 WAITS_FOR_IT = ("test_the_projects_own_tests_pass", "test_the_first_tier_is_what_invoke_test_runs")
-LONGEST = "tests/test_docker.py"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     def place(item: pytest.Item) -> int:
         name = getattr(item, "originalname", item.name)
-        if name.startswith(STARTS_WORK):
-            return 0
-        if name.startswith(WAITS_FOR_IT):
-            return 3
-        return 1 if item.nodeid.startswith(LONGEST) else 2
+        return 0 if name.startswith(STARTS_WORK) else 2 if name.startswith(WAITS_FOR_IT) else 1
 
     items.sort(key=place)  # stable: the rest keeps its order
-
-
-def chain(nodeid: str) -> str:
-    """The tests one pytest-xdist worker runs in order (`invoke test` runs four): a module each,
-    so its module fixtures are made once, but the Docker tests are two chains, one per
-    framework's image (the PyTorch one also pushes, rebuilds and runs the local cloud)."""
-    module = nodeid.split("::")[0]
-    if module == LONGEST:
-        return f"{module}[{'tensorflow' if nodeid.endswith('[tensorflow]') else 'pytorch'}]"
-    return module
-
-
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """Whole chains to a worker, in the order collected (--no-loadscope-reorder)."""
-    from xdist.scheduler import LoadScopeScheduling
-
-    class ChainScheduling(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return chain(nodeid)
-
-    return ChainScheduling(config, log)
 
 
 @pytest.hookimpl(hookwrapper=True)

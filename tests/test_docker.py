@@ -120,8 +120,8 @@ def build(project: Path, stand_in: str, find_links: str, *extra: str) -> float:
 
 
 class Images(dict[str, str]):
-    """framework -> the CPU image of its project, built when first asked for: a pytest-xdist
-    worker that runs one framework's chain (tests/conftest.py) builds that image only."""
+    """framework -> the CPU image of its project, built when first asked for (`-k tensorflow`
+    builds one image, not two)."""
 
     def __init__(self, projects: dict[str, Path], stand_in: str, find_links: str) -> None:
         super().__init__()
@@ -137,7 +137,7 @@ class Images(dict[str, str]):
 
     def remove(self) -> None:
         """Every tag this session gave the images of the frameworks it built, pushed ones too,
-        and no other worker's: the tags name their project's commits."""
+        and no other session's: the tags name their project's commits."""
         revisions = set()
         for framework in self:
             log = git(self.projects[framework], "log", "--format=%h", "--abbrev=12")

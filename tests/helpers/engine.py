@@ -68,7 +68,7 @@ def image_exists(client: str, image: str) -> bool:
 
 def build_stand_in(client: str) -> str:
     """The stand-in base, made once per machine (about a minute) and kept by its tag; by one
-    process at a time (the test workers of each framework's image ask for it together)."""
+    process at a time (.ci/run's setup and a test session may ask for it together)."""
     lock = Path(tempfile.gettempdir()) / "cloud-gpu-template-stand-in.lock"
     with lock.open("w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
