@@ -172,7 +172,13 @@ def test_prometheus_watches_a_run_live_and_the_pushgateway_keeps_its_end(
         if not stack.query(f"train_gpu_utilization_ratio{selector}"):
             _push_gpu_stand_in(stack, run)
         _wait(lambda: stack.query(f"train_gpu_utilization_ratio{selector}"), "the stand-in")
-        empty = [(title, q) for title, q in _panel_queries(run) if not stack.query(q)]
+        # A scrape that timed out on a busy machine leaves an instant query empty until the
+        # next one: ask again for a minute before calling a panel empty.
+        deadline = time.monotonic() + 60
+        while empty := [(title, q) for title, q in _panel_queries(run) if not stack.query(q)]:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(1)
         assert empty == [], f"panels without data: {empty}"
         target_files = list((stack.folder / "targets").glob(f"{run}-*.json"))
         assert len(target_files) == 1
