@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -24,6 +28,7 @@ from template_tools import (
     write_answers_record,
     write_license,
 )
+from template_tools.install import uv_sources
 from template_tools.naming import suggest_package_name, suggest_slug
 from template_tools.prune import default_rules
 from template_tools.record import answers_record, template_source
@@ -476,3 +481,72 @@ def test_no_record_when_cruft_generates(template_checkout: Path, tmp_path: Path)
     answers = {**_answers("."), "_commit": "0" * 40}  # cruft adds _commit to the context
     assert write_answers_record(tmp_path, answers, template_checkout) is None
     assert not (tmp_path / ".cruft.json").exists()
+
+
+# --- installs: uv from pip's sources ---
+
+
+def test_uv_takes_pips_sources_each_from_the_section_pip_obeys() -> None:
+    listed = "\n".join(
+        [
+            ":env:.cert='/etc/ssl/certs/ca-certificates.crt'",
+            ":env:.find-links='/opt/wheels'",
+            "global.constraint='/etc/pip/constraints.txt'",
+            "global.extra-index-url='file:///a/simple file:///b/simple'",
+            "global.find-links='/ignored/for/the/env/one'",
+        ]
+    )
+    assert uv_sources(listed) == [
+        *("--extra-index-url", "file:///a/simple", "--extra-index-url", "file:///b/simple"),
+        *("--find-links", "/opt/wheels", "--constraint", "/etc/pip/constraints.txt"),
+        *("--index-strategy", "unsafe-best-match"),
+    ]
+    assert uv_sources("global.timeout='60'\n") == [], "no source configured: uv's defaults"
+
+
+def write_wheel(folder: Path, name: str) -> Path:
+    """A one-module wheel, written by hand (building one needs setuptools from an index)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    wheel = folder / f"{name}-1.0-py3-none-any.whl"
+    files = {
+        f"{name}.py": "ANSWER = 42\n",
+        f"{name}-1.0.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
+        f"{name}-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nRoot-Is-Purelib: true\n"
+        "Tag: py3-none-any\n",
+    }
+    record = "".join(f"{path},,\n" for path in files) + f"{name}-1.0.dist-info/RECORD,,\n"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path, text in {**files, f"{name}-1.0.dist-info/RECORD": record}.items():
+            archive.writestr(path, text)
+    return wheel
+
+
+def test_uv_installs_into_a_venv_from_the_command_line(tmp_path: Path) -> None:
+    """`python -m template_tools.install VENV PACKAGE...`, as .ci/run calls it: a wheel found
+    only through pip's find-links (PyPI switched off), and one clear line for a call without
+    packages."""
+    write_wheel(tmp_path / "wheels", "tiny_package")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    env = {**os.environ, "PIP_FIND_LINKS": str(tmp_path / "wheels"), "PIP_NO_INDEX": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "template_tools.install", str(venv), "tiny_package"],
+        cwd=TEMPLATE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    imported = subprocess.run(
+        [venv / "bin" / "python", "-c", "import tiny_package; print(tiny_package.ANSWER)"],
+        capture_output=True,
+        text=True,
+    )
+    assert imported.stdout == "42\n", imported.stderr
+    usage = subprocess.run(
+        [sys.executable, "-m", "template_tools.install", str(venv)],
+        cwd=TEMPLATE_DIR,
+        capture_output=True,
+        text=True,
+    )
+    assert usage.returncode == 2 and usage.stderr.startswith("usage:")
