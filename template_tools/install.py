@@ -118,8 +118,11 @@ def uv_install_command(python: Path, packages: Sequence[str]) -> list[str]:
     listed = subprocess.run(
         [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, check=True
     ).stdout
+    # Compiled, as pip compiles: the tests run with PYTHONDONTWRITEBYTECODE=1, so a module left
+    # as source is compiled again by every process that imports it (torch: seconds each time).
     return [
-        *(sys.executable, "-m", "uv", "pip", "install", "--quiet", "--python", str(python)),
+        *(sys.executable, "-m", "uv", "pip", "install", "--quiet", "--compile-bytecode"),
+        *("--python", str(python)),
         *uv_sources(listed),
         *packages,
     ]

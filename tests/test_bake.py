@@ -29,6 +29,7 @@ Dockerfile
 LICENSE
 README.md
 benchmarks/gpu.py
+benchmarks/gpu_check.py
 benchmarks/gpu_common.py
 benchmarks/scaling.py
 cloud.toml
@@ -158,6 +159,7 @@ tasks/args.py
 tasks/data.py
 tasks/dev.py
 tasks/framework.py
+tasks/gpu_check.py
 tasks/image.py
 tasks/managed.py
 tasks/monitor.py

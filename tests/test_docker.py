@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -208,7 +209,31 @@ def test_the_process_runs_as_a_non_root_user(framework: str, images: dict[str, s
 
 
 # Stopped after the second epoch: enough left that the stop comes mid-run, few for the resume.
-STOP_EPOCHS = 12
+# Epochs take a tenth of a second: enough of them that `docker stop` lands mid-run on a busy
+# machine (12 once ended before the stop arrived).
+STOP_EPOCHS = 40
+
+
+def wait_for_line(container: str, text: str, timeout: float) -> None:
+    """Return as soon as the container's output has a line holding `text` (read as it streams:
+    polling `docker logs` on a busy machine sees it a second or more late)."""
+    follow = subprocess.Popen(
+        [CLIENT, "logs", "--follow", container],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    timer = threading.Timer(timeout, follow.kill)
+    timer.start()
+    try:
+        seen = []
+        for line in follow.stdout or []:
+            seen.append(line)
+            if text in line:
+                return
+        raise AssertionError(f"no {text!r} within {timeout} s:\n{''.join(seen)[-3000:]}")
+    finally:
+        timer.cancel()
+        follow.kill()
+        follow.wait()
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
@@ -228,13 +253,7 @@ def test_docker_stop_checkpoints_and_a_second_run_resumes(
     started = docker("run", "--detach", f"--name={name}", mount, images[framework], *overrides)
     assert started.returncode == 0, started.stderr
     try:
-        deadline = time.monotonic() + 300
-        while (
-            f"epoch 2/{STOP_EPOCHS}"
-            not in docker("logs", name).stderr + docker("logs", name).stdout
-        ):
-            assert time.monotonic() < deadline, docker("logs", name).stderr[-3000:]
-            time.sleep(0.2)
+        wait_for_line(name, f"epoch 2/{STOP_EPOCHS}", timeout=300)
         assert docker("stop", "--time=60", name).returncode == 0
         state = json.loads(docker("inspect", name).stdout)[0]["State"]
         logs = docker("logs", name)

@@ -5,6 +5,7 @@ table. `python benchmarks/gpu.py` puts this folder on the import path."""
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import statistics
 import subprocess
@@ -38,6 +39,7 @@ def arguments(doc: str) -> argparse.Namespace:
     parser.add_argument(
         "--epochs", type=int, default=0, help="default 4 (quick: 2); the first is the warm-up"
     )
+    parser.add_argument("--json", default="", help="also write the rows to this JSON file")
     args = parser.parse_args()
     args.samples = args.samples or (256 if args.quick else 40_000)
     args.epochs = args.epochs or (2 if args.quick else 4)
@@ -119,3 +121,31 @@ def print_table(title: str, compiler: str, args: argparse.Namespace, rows: list[
             f"{source:<10} {'yes' if compiled else 'no':<8} {base:>15.0f} {ours:>18.0f} "
             f"{ours / base:>13.3f} {share(base_busy):>14} {share(ours_busy):>17}"
         )
+
+
+def write_json(path: str, title: str, args: argparse.Namespace, rows: list[Row]) -> None:
+    """The table's rows as JSON (benchmarks/gpu_check.py reads them into its report)."""
+
+    def share(samples: list[float]) -> float | None:
+        return round(statistics.mean(samples), 1) if samples else None
+
+    record = {
+        "title": title,
+        "precision": args.precision,
+        "batch_size": args.batch_size,
+        "samples": args.samples,
+        "epochs": args.epochs,
+        "rows": [
+            {
+                "data": source,
+                "compiled": compiled,
+                "bare_samples_per_s": round(base, 1),
+                "trainer_samples_per_s": round(ours, 1),
+                "trainer_over_bare": round(ours / base, 4),
+                "gpu_busy_bare_pct": share(base_busy),
+                "gpu_busy_trainer_pct": share(ours_busy),
+            }
+            for source, compiled, base, ours, base_busy, ours_busy in rows
+        ],
+    }
+    Path(path).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")

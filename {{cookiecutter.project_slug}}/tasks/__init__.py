@@ -13,6 +13,7 @@ happen in the processes they start.
     remote.py   the cloud runs: status, logs, stop, gpus
     managed.py  jobs of the clouds' training services (--backend=managed|skypilot)
     data.py     datasets: shards for data=shards (data.prepare), to the bucket (data.push)
+    gpu_check.py   invoke gpu-check: on an NVIDIA GPU, the GPU tests and benchmark, one report
     monitor.py  Prometheus, a Pushgateway and node_exporter for the runs here, and a cloud run's
                 metrics through its tunnel (invoke monitor [--run ID])
     framework.py   what differs between frameworks (install, multi-device launch, index)
@@ -26,11 +27,11 @@ from invoke import Collection
 # invoke puts tasks/ on sys.path, not the project: the cloud tasks import cloud/ from beside it.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from . import data, dev, image, monitor, remote, run
+from . import data, dev, gpu_check, image, monitor, remote, run
 from .args import check_command_line
 
 namespace = Collection()
-for module in (run, dev, monitor, image, remote):  # invoke build, invoke status, ...
+for module in (run, dev, monitor, image, remote, gpu_check):  # invoke build, invoke status, ...
     for task in Collection.from_module(module).tasks.values():
         namespace.add_task(task)
 namespace.add_collection(Collection.from_module(data, name="data"))  # invoke data.prepare

@@ -182,7 +182,8 @@ def _container_args(c: Context, cpu: bool, image: str, outputs: str) -> list[str
     gpu = not cpu and shutil.which("nvidia-smi") is not None
     folder = Path(outputs).resolve()
     folder.mkdir(parents=True, exist_ok=True)
-    args = ["--rm", f"--volume={folder}:{CONTAINER_OUTPUTS}"]
+    # Docker gives a container 64 MB of /dev/shm; the data loader's workers pass batches there.
+    args = ["--rm", "--shm-size=8g", f"--volume={folder}:{CONTAINER_OUTPUTS}"]
     if gpu:
         args.append("--gpus=all")
     if hasattr(os, "getuid"):

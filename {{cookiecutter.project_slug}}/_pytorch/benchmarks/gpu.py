@@ -4,6 +4,7 @@ minutes on one NVIDIA GPU, after nothing but the project's own install (`invoke 
 
     python benchmarks/gpu.py              # the first GPU; about 3 minutes
     python benchmarks/gpu.py --device cpu --quick --compile no --precision fp32  # tests, a CPU
+    python benchmarks/gpu.py --json rows.json   # the rows as JSON too (the GPU check reads them)
 
 Rows: samples per second over the epochs after the first (compilation and warm-up excluded),
 the Trainer's rate as a share of the bare loop's, and the GPU's busy share over the timed epochs
@@ -23,7 +24,15 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from gpu_common import BusySampler, Row, arguments, config, print_table, sources  # noqa: E402
+from gpu_common import (  # noqa: E402
+    BusySampler,
+    Row,
+    arguments,
+    config,
+    print_table,
+    sources,
+    write_json,
+)
 from hydra.utils import instantiate  # noqa: E402
 
 from {{ cookiecutter.package_name }}.data import batches  # noqa: E402
@@ -124,7 +133,10 @@ def main() -> None:
                 n = len(splits.train)
                 rows.append((source, compiled, n / base_s, n / ours_s, base_busy, ours_busy))
     name = torch.cuda.get_device_name(rt.device) if rt.device.type == "cuda" else "CPU"
-    print_table(f"{name}, torch {torch.__version__}", "compile", args, rows)
+    title = f"{name}, torch {torch.__version__}"
+    print_table(title, "compile", args, rows)
+    if args.json:
+        write_json(args.json, title, args, rows)
     runtime.stop(rt)
 
 

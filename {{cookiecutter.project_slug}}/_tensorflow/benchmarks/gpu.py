@@ -5,6 +5,7 @@ project's own install (`invoke setup`):
 
     python benchmarks/gpu.py              # the first GPU; about 3 minutes
     python benchmarks/gpu.py --device cpu --quick --compile no --precision fp32  # tests, a CPU
+    python benchmarks/gpu.py --json rows.json   # the rows as JSON too (the GPU check reads them)
 
 Rows: samples per second over the epochs after the first (tracing, XLA compilation and warm-up
 excluded), the Trainer's rate as a share of the bare loop's, and the GPU's busy share over the
@@ -26,7 +27,15 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # as the package sets it: be
 
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from gpu_common import BusySampler, Row, arguments, config, print_table, sources  # noqa: E402
+from gpu_common import (  # noqa: E402
+    BusySampler,
+    Row,
+    arguments,
+    config,
+    print_table,
+    sources,
+    write_json,
+)
 from hydra.utils import instantiate  # noqa: E402
 
 from {{ cookiecutter.package_name }}.data import batches  # noqa: E402
@@ -121,7 +130,10 @@ def main() -> None:
                 rows.append((source, compiled, n / base_s, n / ours_s, base_busy, ours_busy))
     details = tf.config.experimental.get_device_details(gpus[0]) if on_gpu else {}
     name = details.get("device_name", "GPU") if on_gpu else "CPU"
-    print_table(f"{name}, TensorFlow {tf.__version__}", "XLA", args, rows)
+    title = f"{name}, TensorFlow {tf.__version__}"
+    print_table(title, "XLA", args, rows)
+    if args.json:
+        write_json(args.json, title, args, rows)
 
 
 if __name__ == "__main__":

@@ -4,10 +4,11 @@ metrics.json, the device and precision it trained with."""
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import pytest
-from conftest import gpu_env, read_metrics, run_module, train
+from conftest import RESUMABLE, gpu_env, interrupt, read_metrics, run_module, train
 
 from {{ cookiecutter.package_name }}.training import checkpoint
 
@@ -31,6 +32,24 @@ def test_mixed_precision_trains_on_the_gpu(tmp_path: Path, precision: str) -> No
     assert (tmp_path / "checkpoints" / checkpoint.BEST).is_file()
     wanted = mixed_precision() if precision == "mixed" else precision
     assert (metrics["device"], metrics["precision"]) == ("gpu", wanted)
+
+
+@pytest.mark.gpu
+def test_sigterm_on_the_gpu_checkpoints_and_the_resumed_run_ends_as_an_uninterrupted_one(
+    tmp_path: Path,
+) -> None:
+    """What a preempted spot GPU does: SIGTERM mid-run, exit 143 with a checkpoint, then a
+    restart on the GPU that ends with the metrics of a run never stopped."""
+    run = [*RESUMABLE, "trainer.device=cuda"]
+    straight, stopped = tmp_path / "straight", tmp_path / "stopped"
+    train(straight, *run, env=gpu_env())
+    code, _, output = interrupt(stopped, signal.SIGTERM, 50, *run, env=gpu_env())
+    assert code == 128 + signal.SIGTERM, output
+    resumed = train(stopped, *run, env=gpu_env())
+    assert "resumed from" in resumed.stdout
+    metrics = read_metrics(stopped)
+    assert metrics["test/loss"] == read_metrics(straight)["test/loss"]
+    assert (metrics["device"], metrics["epochs"]) == ("gpu", 6)
 
 
 def test_a_gpu_asked_for_where_none_is_stops_in_one_line(tmp_path: Path) -> None:
