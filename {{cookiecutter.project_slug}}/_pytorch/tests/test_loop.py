@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import SHORT, train
 
 from {{ cookiecutter.package_name }}.training import checkpoint
+from {{ cookiecutter.package_name }}.training.runtime import make_optimizer
 
 
 def test_grad_accumulation_clipping_and_precision(tmp_path: Path) -> None:
@@ -32,3 +35,21 @@ def test_compiled_model_trains_and_saves_plain_weights(tmp_path: Path) -> None:
     state = checkpoint.load(tmp_path / "checkpoints" / checkpoint.BEST)
     # Checkpoints hold the plain module's weights, loadable without torch.compile.
     assert state["model"] and not any(key.startswith("_orig_mod") for key in state["model"])
+
+
+def test_on_a_gpu_the_optimizer_takes_its_fused_kernel_unless_the_config_chooses() -> None:
+    """On CUDA, AdamW as configs/optimizer/adamw.yaml makes it (a partial) gets fused=True; on
+    the CPU, with fused set in the config, or for an optimizer without one, nothing changes."""
+
+    class Plain(torch.optim.Optimizer):  # an optimizer with no fused kernel
+        def __init__(self, params: list[torch.nn.Parameter], lr: float) -> None:
+            super().__init__(params, {"lr": lr})
+
+    params = [torch.nn.Parameter(torch.zeros(3))]
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    adamw = partial(torch.optim.AdamW, lr=1e-3)
+    assert make_optimizer(adamw, params, cuda).defaults["fused"] is True
+    assert not make_optimizer(adamw, params, cpu).defaults["fused"]
+    chosen = partial(torch.optim.AdamW, lr=1e-3, fused=False)
+    assert make_optimizer(chosen, params, cuda).defaults["fused"] is False
+    assert "fused" not in make_optimizer(partial(Plain, lr=0.1), params, cuda).defaults

@@ -30,6 +30,7 @@ from .runtime import (
     StopVote,
     autocast,
     autocast_dtype,
+    make_optimizer,
     precision_name,
     rng_state,
     set_rng_state,
@@ -50,7 +51,7 @@ class Trainer:
         self.device = runtime.device
         self.model = parts.make_model().to(self.device)  # the plain module: state dicts from here
         self.net = wrap(self.model, runtime, self.settings.compile)  # what training steps run
-        self.optimizer = parts.make_optimizer(self.model.parameters())
+        self.optimizer = make_optimizer(parts.make_optimizer, self.model.parameters(), self.device)
         self.make_scheduler = parts.make_scheduler
         self.scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
         self.amp_dtype = autocast_dtype(self.settings.precision, self.device)

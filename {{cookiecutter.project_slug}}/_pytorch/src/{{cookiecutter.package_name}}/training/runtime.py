@@ -3,9 +3,11 @@ process group."""
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import random
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,6 +107,24 @@ def wrap(model: nn.Module, runtime: Runtime, compile_model: bool) -> nn.Module:
     return net
 
 
+def make_optimizer(
+    make: Callable[..., torch.optim.Optimizer],
+    params: Iterable[nn.Parameter],
+    device: torch.device,
+) -> torch.optim.Optimizer:
+    """The configured optimizer, with its fused kernel on a GPU where it has one (AdamW, Adam,
+    SGD: one kernel per step for every parameter, instead of several per tensor), unless the
+    config chooses (`+optimizer.fused=false`)."""
+    target = getattr(make, "func", make)  # Hydra's _partial_: a functools.partial of the class
+    try:
+        takes_fused = "fused" in inspect.signature(target).parameters
+    except (TypeError, ValueError):
+        takes_fused = False
+    if device.type == "cuda" and takes_fused and "fused" not in getattr(make, "keywords", {}):
+        return make(params, fused=True)
+    return make(params)
+
+
 def process_rank() -> int:
     """This process's rank as torchrun set it (0 when run on its own), before any setup."""
     return int(os.environ.get("RANK", "0"))
@@ -118,7 +138,8 @@ def start(device: str) -> Runtime:
     if world_size == 1:
         return Runtime(chosen)
     backend = "nccl" if chosen.type == "cuda" else "gloo"
-    dist.init_process_group(backend=backend)
+    # device_id binds NCCL's communicator to this rank's GPU now, not at the first collective.
+    dist.init_process_group(backend=backend, device_id=chosen if chosen.type == "cuda" else None)
     runtime = Runtime(chosen, rank=dist.get_rank(), world_size=dist.get_world_size())
     log.info("DDP: rank %d of %d on %s (%s)", runtime.rank, world_size, chosen, backend)
     return runtime
