@@ -261,7 +261,8 @@ def push_to(c: Context, cloud: str, cpu: bool, cmd: Commands) -> str:
     """Push this revision's image to `cloud`'s registry (made on first use); its ref@digest."""
     provider, options = PROVIDERS[cloud], settings.load(cloud, IMAGE)
     local_tag = tag(c, flavour(cpu))
-    if cmd.dry_run:
+    if cmd.dry_run:  # placeholders for what is not set yet; the plan lists what is needed
+        options, _ = settings.with_placeholders(cloud, options)
         print(f"$ invoke build{' --cpu' if cpu else ''}   # unless {local_tag} is built")
     elif not exists(c, local_tag):
         print(f"no image {local_tag} yet: building it")

@@ -303,12 +303,13 @@ def test_a_dry_run_needs_no_settings_and_names_what_stays(
     cloud: str, needed: list[str], stays: list[str], tmp_path
 ) -> None:
     """The whole plan, with <placeholders> for what is not set, then one list of what a real
-    run needs first; what outlives the run is named before anything is asked or paid."""
+    run needs first; what outlives the run is named before anything is asked or paid. No
+    --image: the push to the cloud's registry is part of the plan."""
     env = project_env(CLOUD_RUNS=str(tmp_path / "runs"), CLOUD_SETTINGS=str(tmp_path / "none"))
-    done = invoke_cli("train", f"--cloud={cloud}", "--gpu=t4", f"--image=r@{DIGEST}",
-                      "--dry-run", env=env)  # fmt: skip
+    done = invoke_cli("train", f"--cloud={cloud}", "--gpu=t4", "--dry-run", env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
+    assert any(line.startswith("$ docker push ") for line in lines), done.stdout
     kept = [line.split("stays after it", 1)[1] for line in lines if "stays after it" in line]
     assert all(any(word in line for line in kept) for word in stays), kept
     end = next(i for i, line in enumerate(lines) if line.startswith("dry run: nothing started"))
