@@ -53,6 +53,7 @@ cloud/providers/aws_deadline.py
 cloud/providers/aws_policies.py
 cloud/providers/azure.py
 cloud/providers/gcp.py
+cloud/providers/gcp_identity.py
 cloud/providers/local.py
 cloud/runs.py
 cloud/settings.py

@@ -122,6 +122,10 @@ def plan_run(
         needs=needs,
         monitor=monitor,
     )
+    if cloud == "gcp" and engine is None:  # the VM's own service account, not the default one
+        plan.settings["service_account"] = PROVIDERS["gcp"].ensure_identity(
+            plan.settings, plan.bucket, plan.image, cmd
+        )
     if engine is not None:
         engine.check(plan)
     return plan

@@ -89,6 +89,57 @@ def test_a_spot_t4_run_sends_every_setting(gcp: tuple[google_api.GoogleApi, dict
     assert run_id not in api.instances
 
 
+def test_without_an_account_named_the_vm_runs_as_the_projects_own_scoped_to_its_run(
+    gcp: tuple[google_api.GoogleApi, dict], tmp_path: Path
+) -> None:
+    """A first run makes <project>-runner and its self-delete role, grants it the bucket's
+    project prefix, the named secret and the image's repository, each with the condition that
+    scopes it, and the VM runs as it, never as the default compute service account."""
+    api, env = gcp
+    settings = tmp_path / "own.toml"
+    settings.write_text(
+        '[gcp]\nproject = "my-project"\nregion = "us-central1"\nzone = "us-central1-b"\n'
+        'bucket = "gs://my-bucket"\n[secrets]\nDATA_TOKEN = "data-token"\n'
+    )
+    slug = "{{ cookiecutter.project_slug }}"
+    image = f"us-central1-docker.pkg.dev/my-project/{slug}@{DIGEST}"
+    done = invoke_cli("train", "--cloud=gcp", "--gpu=t4", "--yes", "--detach",
+                      f"--image={image}", env=env | {"CLOUD_SETTINGS": str(settings)})  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    (account,) = api.accounts
+    account_id, domain = account.split("@")
+    assert domain == "my-project.iam.gserviceaccount.com"
+    assert account_id.endswith("-runner") and 6 <= len(account_id) <= 30
+    (role,) = api.roles.values()
+    assert role["includedPermissions"] == [
+        "compute.instances.delete", "compute.instances.get", "compute.zoneOperations.get"
+    ]  # fmt: skip
+
+    def granted(resource: str) -> list[dict]:
+        bindings = api.policies[resource]["bindings"]
+        return [b for b in bindings if f"serviceAccount:{account}" in b["members"]]
+
+    (storage,) = granted("/storage/v1/b/my-bucket")
+    assert storage["role"] == "roles/storage.objectUser"
+    assert f'"projects/_/buckets/my-bucket/objects/{slug}/"' in storage["condition"]["expression"]
+    (vms,) = granted("/resourcemanager/v1/projects/my-project")
+    assert vms["role"] == role["name"]
+    assert f'.startsWith("{slug}-")' in vms["condition"]["expression"]
+    secret = "/secretmanager/v1/projects/my-project/secrets/data-token"
+    assert [b["role"] for b in granted(secret)] == ["roles/secretmanager.secretAccessor"]
+    located = "/artifactregistry/v1/projects/my-project/locations/us-central1"
+    repository = f"{located}/repositories/{slug}"
+    assert [b["role"] for b in granted(repository)] == ["roles/artifactregistry.reader"]
+    (body,) = api.bodies("POST", r"/zones/us-central1-b/instances$")
+    assert [a["email"] for a in body["serviceAccounts"]] == [account]
+
+    again = invoke_cli("train", "--cloud=gcp", "--gpu=t4", "--yes", "--detach",
+                       f"--image={image}", env=env | {"CLOUD_SETTINGS": str(settings)})  # fmt: skip
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert len(api.accounts) == 1 and len(api.roles) == 1  # made once, found the second time
+    assert len(granted(secret)) == 1
+
+
 def test_stop_stops_only_what_bears_the_projects_labels(
     gcp: tuple[google_api.GoogleApi, dict],
 ) -> None:

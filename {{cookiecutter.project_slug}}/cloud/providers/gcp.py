@@ -11,6 +11,7 @@ from typing import Any
 from ..commands import CloudError, Commands
 from ..plan import DISK_GB, LABEL_PREFIX, Plan
 from ..settings import NEEDED
+from .gcp_identity import email, ensure, role_id
 
 
 def _gcloud(settings: dict[str, Any], *args: str) -> list[str]:
@@ -46,6 +47,12 @@ def ensure_repository(settings: dict[str, Any], cmd: Commands) -> str:
     return f"{registry(settings)}/{settings['project']}/{name}"
 
 
+def ensure_identity(settings: dict[str, Any], bucket: str, image: str, cmd: Commands) -> str:
+    """The VM's service account: the project's own, scoped to what a run does (gcp_identity)."""
+    need_project(settings)
+    return ensure(settings, bucket, image, cmd)
+
+
 def registry(settings: dict[str, Any]) -> str:
     return f"{settings['region']}-docker.pkg.dev"
 
@@ -57,7 +64,15 @@ def lasting(plan_bucket: str, settings: dict[str, Any]) -> list[str]:
         f"Cloud Storage bucket {bucket}: the runs' outputs, billed per GB-month stored",
         f"Artifact Registry repository {settings['project_name']} in {settings['region']}: the "
         "images, billed per GB-month stored",
-    ]
+    ] + (
+        [
+            f"service account {email(settings)} and custom role "
+            f"{role_id(settings['project_name'])}: the VMs' identity, its grants scoped to the "
+            "project's bucket prefix, secrets, repository and VMs (no charge)"
+        ]
+        if settings.get("service_account", "") in ("", email(settings))
+        else []
+    )
 
 
 def own_registry(host: str, settings: dict[str, Any]) -> bool:

@@ -1,9 +1,11 @@
-"""A loopback stand-in for Google's Compute Engine, Cloud Storage and Vertex AI APIs, for the real
-`gcloud`.
+"""A loopback stand-in for Google's Compute Engine, Cloud Storage and Vertex AI APIs, and for the
+IAM calls a first run makes (service accounts, custom roles, the IAM policies of a project, bucket,
+repository and secret), for the real `gcloud`.
 
-It keeps instances and custom jobs in memory, answers create, get, list, delete and cancel as the
-APIs do (with operations that are done at once), and records every request, so a test reads the
-exact body gcloud sent. It proves what gcloud sends for our flags, not what Google accepts.
+It keeps instances, custom jobs, accounts, roles and policies in memory, answers create, get,
+list, delete and cancel as the APIs do (with operations that are done at once), and records
+every request, so a test reads the exact body gcloud sent. It proves what gcloud sends for our
+flags, not what Google accepts.
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ class GoogleApi:
     quotas: list[dict[str, Any]] = field(default_factory=list)  # what regions.get answers
     exhausted: set[str] = field(default_factory=set)  # zones that have no capacity
     jobs: dict[str, dict[str, Any]] = field(default_factory=dict)  # Vertex AI custom jobs by id
+    accounts: dict[str, dict[str, Any]] = field(default_factory=dict)  # service accounts by email
+    roles: dict[str, dict[str, Any]] = field(default_factory=dict)  # custom roles by name
+    policies: dict[str, dict[str, Any]] = field(default_factory=dict)  # IAM policy by resource
 
     def bodies(self, method: str, pattern: str) -> list[Any]:
         return [r.body for r in self.requests if r.method == method and re.search(pattern, r.path)]
@@ -72,6 +77,8 @@ def _handler(api: GoogleApi) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length") or 0)
             body = json.loads(self.rfile.read(length) or b"null") if length else None
             api.requests.append(Recorded(method, path, body))
+            if path.startswith("/iam/") or "IamPolicy" in path or path.endswith("/iam"):
+                return self._iam(method, path, body)
             zone = re.search(r"/(projects/[^/]+/zones/[^/]+)/", path + "/")
             if "/customJobs" in path:
                 self._custom_job(method, path, body)
@@ -152,6 +159,36 @@ def _handler(api: GoogleApi) -> type[BaseHTTPRequestHandler]:
             else:
                 self._answer(404, {"error": {"code": 404, "message": f"no stand-in for {path}"}})
 
+        def _iam(self, method: str, path: str, body: Any) -> None:
+            """Service accounts and custom roles (get, create), and IAM policies (get, set) of any
+            resource: `...:getIamPolicy`/`:setIamPolicy`, or Cloud Storage's `/b/NAME/iam`."""
+            if m := re.search(r"^(.*?)(:getIamPolicy|:setIamPolicy|/iam)$", path):
+                resource = m[1]
+                if m[2] == ":setIamPolicy" or method == "PUT":
+                    api.policies[resource] = body.get("policy", body)
+                empty = {"bindings": [], "etag": "BwAAAAAAAAA=", "version": 1}
+                self._answer(200, api.policies.get(resource, empty))
+            elif m := re.search(r"/v1/projects/([^/]+)/serviceAccounts(?:/([^/]+))?$", path):
+                if method == "POST":
+                    email = f"{body['accountId']}@{m[1]}.iam.gserviceaccount.com"
+                    api.accounts[email] = {"email": email, **body.get("serviceAccount", {})}
+                    self._answer(200, api.accounts[email])
+                else:
+                    found = api.accounts.get(m[2] or "")
+                    self._answer(200 if found else 404, found or {"error": {"code": 404}})
+            elif m := re.search(r"/v1/(projects/[^/]+)/roles(?:/([^/]+))?$", path):
+                if method == "POST":
+                    name = f"{m[1]}/roles/{body['roleId']}"
+                    api.roles[name] = {"name": name, **body["role"]}
+                    self._answer(200, api.roles[name])
+                else:
+                    found = api.roles.get(f"{m[1]}/roles/{m[2]}")
+                    self._answer(200 if found else 404, found or {"error": {"code": 404}})
+            elif path.endswith("permissions:queryTestablePermissions"):
+                self._answer(200, {"permissions": []})
+            else:
+                self._answer(404, {"error": {"code": 404, "message": f"no stand-in for {path}"}})
+
         def _custom_job(self, method: str, path: str, body: Any) -> None:
             """Vertex AI: POST .../customJobs, GET .../customJobs/ID, POST ...ID:cancel."""
             where = re.search(r"/v1/(projects/[^/]+/locations/[^/]+)/customJobs", path)
@@ -183,6 +220,9 @@ def _handler(api: GoogleApi) -> type[BaseHTTPRequestHandler]:
         def do_DELETE(self) -> None:
             self._route("DELETE")
 
+        def do_PUT(self) -> None:
+            self._route("PUT")
+
     return Handler
 
 
@@ -196,6 +236,10 @@ def gcloud_env(api: GoogleApi, folder: Path) -> dict[str, str]:
         "CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE": f"{api.url}/compute/v1/",
         "CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE": f"{api.url}/storage/v1/",
         "CLOUDSDK_API_ENDPOINT_OVERRIDES_AIPLATFORM": f"{api.url}/",
+        "CLOUDSDK_API_ENDPOINT_OVERRIDES_IAM": f"{api.url}/iam/",
+        "CLOUDSDK_API_ENDPOINT_OVERRIDES_CLOUDRESOURCEMANAGER": f"{api.url}/resourcemanager/",
+        "CLOUDSDK_API_ENDPOINT_OVERRIDES_ARTIFACTREGISTRY": f"{api.url}/artifactregistry/",
+        "CLOUDSDK_API_ENDPOINT_OVERRIDES_SECRETMANAGER": f"{api.url}/secretmanager/",
         "CLOUDSDK_CORE_DISABLE_PROMPTS": "1",
     }
 

@@ -1,0 +1,114 @@
+"""The identity a project's GCP VMs run as: a service account of the project's own, made on first
+use, in place of the default compute service account (often Editor on the whole Google Cloud
+project). Its grants, written again at every launch (each is idempotent), are what a run does:
+
+  objects under <bucket>/<project>/ (its outputs and its datasets), and listing the bucket
+  the secrets cloud.toml names under [secrets], to read
+  the project's Artifact Registry repository, to pull (when the image comes from it)
+  deleting a VM whose name starts with the project's (each VM deletes itself at its end)
+
+A service account cloud.toml names (service_account = under [gcp]) is used as it is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+from ..commands import Commands
+
+# The VM deletes itself with `gcloud compute instances delete`, which waits on the operation.
+SELF_DELETE_PERMISSIONS = ("compute.instances.delete", "compute.instances.get",
+                           "compute.zoneOperations.get")  # fmt: skip
+INSTANCE = "compute.googleapis.com/Instance"
+INSTANCE_NAME = "/instances/{name}"  # CEL's extract() template: the VM's name
+
+
+def account_id(project_name: str) -> str:
+    """<project>-runner, cut to the 30 characters an account id may have (a hash keeps it apart
+    from another long name's)."""
+    wanted = re.sub(r"[^a-z0-9-]", "-", project_name.lower()).strip("-")
+    name = f"{wanted}-runner"
+    if len(name) > 30:
+        digest = hashlib.sha256(project_name.encode()).hexdigest()[:4]
+        name = f"{wanted[:18].rstrip('-')}-{digest}-runner"
+    return name if name[0].isalpha() else f"r{name}"[:30]
+
+
+def email(settings: dict[str, Any]) -> str:
+    return f"{account_id(settings['project_name'])}@{settings['project']}.iam.gserviceaccount.com"
+
+
+def role_id(project_name: str) -> str:
+    """The custom role that lets a VM delete itself: letters, digits and underscores."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", project_name)[:40] + "_vm_self_delete"
+
+
+def conditions(settings: dict[str, Any], bucket: str) -> dict[str, str]:
+    """The IAM conditions (CEL) of the grants that reach more than one resource."""
+    name = bucket.removeprefix("gs://").split("/", 1)[0]
+    project = settings["project_name"]
+    return {
+        # objects.list is checked on the bucket, every other object permission on the object.
+        "storage": f'resource.type == "storage.googleapis.com/Bucket" || '
+        f'resource.name.startsWith("projects/_/buckets/{name}/objects/{project}/")',
+        # zoneOperations.get, for the delete's wait, is checked on the operation.
+        "self-delete": f'resource.type != "{INSTANCE}" || '
+        f'resource.name.extract("{INSTANCE_NAME}").startsWith("{project}-")',
+    }
+
+
+def _condition(expression: str, title: str) -> str:
+    return f"--condition=expression={expression},title={title}"
+
+
+def ensure(settings: dict[str, Any], bucket: str, image: str, cmd: Commands) -> str:
+    """The service account the run's VM gets, with its grants; a dry run shows every step."""
+    if settings.get("service_account"):
+        return str(settings["service_account"])
+    project, name = settings["project"], settings["project_name"]
+    account = email(settings)
+    member = f"--member=serviceAccount:{account}"
+    found = cmd.run(
+        ["gcloud", "iam", "service-accounts", "describe", account, f"--project={project}",
+         "--format=json"],
+        check=False,
+    )  # fmt: skip
+    if found.returncode != 0 or cmd.dry_run:
+        cmd.run(["gcloud", "iam", "service-accounts", "create", account_id(name),
+                 f"--project={project}", f"--display-name={name} runs (invoke train)",
+                 "--format=json"])  # fmt: skip
+    role = role_id(name)
+    found = cmd.run(
+        ["gcloud", "iam", "roles", "describe", role, f"--project={project}", "--format=json"],
+        check=False,
+    )
+    if found.returncode != 0 or cmd.dry_run:
+        cmd.run(["gcloud", "iam", "roles", "create", role, f"--project={project}",
+                 f"--title={name} VMs delete themselves",
+                 f"--permissions={','.join(SELF_DELETE_PERMISSIONS)}", "--stage=GA",
+                 "--format=json"])  # fmt: skip
+    limits = conditions(settings, bucket)
+    bucket_name = bucket.removeprefix("gs://").split("/", 1)[0]
+    grants = [
+        ["storage", "buckets", "add-iam-policy-binding", f"gs://{bucket_name}", member,
+         "--role=roles/storage.objectUser", _condition(limits["storage"], f"{name} prefix")],
+        ["projects", "add-iam-policy-binding", project, member,
+         f"--role=projects/{project}/roles/{role}",
+         _condition(limits["self-delete"], f"{name} VMs only")],
+    ]  # fmt: skip
+    repository = f"{settings['region']}-docker.pkg.dev/{project}/{name}"
+    if image.startswith(f"{repository}@") or image.startswith(f"{repository}:"):
+        grants.append(["artifacts", "repositories", "add-iam-policy-binding", name,
+                       f"--location={settings['region']}", member,
+                       "--role=roles/artifactregistry.reader", "--condition=None"])  # fmt: skip
+    for secret in sorted(set(settings.get("secrets", {}).values())):
+        reader = "--role=roles/secretmanager.secretAccessor"
+        grants.append(["secrets", "add-iam-policy-binding", str(secret), member, reader,
+                       "--condition=None"])  # fmt: skip
+    # --condition on every grant: gcloud asks for one where a policy already has conditions.
+    for grant in grants:
+        project_flag = [] if grant[0] == "projects" else [f"--project={project}"]
+        cmd.run(["gcloud", *grant, *project_flag, "--format=json"])
+    return account
