@@ -46,8 +46,9 @@ NEEDED = {
         "storage_account": "no Azure storage account for the run's outputs: set storage_account "
         '(and bucket = "az://container") under [azure] in cloud.toml',
         "identity": "no managed identity for the VM: create a user-assigned identity with AcrPull "
-        "on the registry, Storage Blob Data Contributor on the storage account, Key Vault "
-        "Secrets User and Contributor on the runs' groups, and set identity = under [azure]",
+        "on the registry, Storage Blob Data Contributor on the storage account and Key Vault "
+        "Secrets User, and set identity = under [azure] (each run grants it Contributor on its "
+        "own group)",
     },
 }
 

@@ -50,7 +50,7 @@ def dry_run(tmp_path: Path, gpu: str, count: int, spot: bool) -> list[list[str]]
     settings = tmp_path / "cloud.toml"
     settings.write_text(
         f'[azure]\nresource_group = "ops"\nlocation = "eastus"\nidentity = "{IDENTITY}"\n'
-        'storage_account = "projectruns"\nbucket = "az://runs"\n'
+        'storage_account = "projectruns"\nbucket = "az://runs"\nsubscription = "0000"\n'
     )
     env = project_env(CLOUD_SETTINGS=str(settings), CLOUD_RUNS=str(tmp_path / "runs"))
     flags = ["--spot"] if spot else []
@@ -75,8 +75,14 @@ def flag(command: list[str], name: str) -> str:
     ("gpu", "count", "spot"), CASES, ids=[f"{g}:{n}{'-spot' if s else ''}" for g, n, s in CASES]
 )
 def test_the_vm_of_each_gpu_and_spot_case(tmp_path: Path, gpu: str, count: int, spot: bool) -> None:
-    group, vm, cap = dry_run(tmp_path, gpu, count, spot)
+    show, group, grant, vm, cap = dry_run(tmp_path, gpu, count, spot)
     run_id = flag(vm, "--name")
+    # The identity's own right to delete the run's group: Contributor on that group alone.
+    assert show[:3] == ["az", "identity", "show"] and flag(show, "--ids") == IDENTITY
+    assert grant[:4] == ["az", "role", "assignment", "create"]
+    assert flag(grant, "--role") == "Contributor"
+    assert flag(grant, "--scope") == f"/subscriptions/0000/resourceGroups/{run_id}"
+    assert flag(grant, "--assignee-principal-type") == "ServicePrincipal"
     # The cloud's own cap: an auto-shutdown at the deadline's minute (UTC).
     assert cap[:3] == ["az", "vm", "auto-shutdown"] and flag(cap, "--name") == run_id
     assert re.fullmatch(r"\d{4}", flag(cap, "--time"))
@@ -141,3 +147,39 @@ def test_a_gpu_azure_lacks_is_refused_with_its_gpus(tmp_path: Path) -> None:
         "error: --gpu l4: azure offers no l4 in the catalog; it offers t4, a10, v100, a100, "
         "a100-80gb, h100 (invoke gpus --cloud azure)"
     )
+
+
+def test_a_group_whose_grant_is_refused_is_deleted_before_any_vm(tmp_path: Path) -> None:
+    """The launcher may not assign roles: the run's group, just made, goes again, no VM is
+    made, and the refusal is one line."""
+    bin_dir, calls = tmp_path / "bin", tmp_path / "az-calls"
+    bin_dir.mkdir()
+    (bin_dir / "az").write_text(
+        "#!/bin/sh\n"
+        f'echo "$*" >> {calls}\n'
+        'case "$*" in\n'
+        '  "identity show"*) echo principal-1 ;;\n'
+        '  "group create"*) echo \'{"id": "/subscriptions/s/resourceGroups/g"}\' ;;\n'
+        '  "role assignment create"*) echo "(AuthorizationFailed) The client may not perform'
+        " action 'Microsoft.Authorization/roleAssignments/write'\" >&2; exit 1 ;;\n"
+        '  *) echo "{}" ;;\n'
+        "esac\n"
+    )
+    (bin_dir / "az").chmod(0o755)
+    settings = tmp_path / "cloud.toml"
+    settings.write_text(
+        f'[azure]\nidentity = "{IDENTITY}"\nstorage_account = "runs"\nsubscription = "s"\n'
+    )
+    env = project_env(CLOUD_SETTINGS=str(settings), CLOUD_RUNS=str(tmp_path / "runs"))
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+    done = invoke_cli("train", "--cloud=azure", "--gpu=t4", "--yes", "--detach",
+                      f"--image={IMAGE}", env=env)  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "AuthorizationFailed" in done.stderr.strip().splitlines()[-1]
+    made = calls.read_text().splitlines()
+    group = next(line for line in made if line.startswith("group create"))
+    run_id = group.split("--name ")[1].split()[0]
+    grant = next(line for line in made if line.startswith("role assignment create"))
+    assert "--scope /subscriptions/s/resourceGroups/g" in grant and "principal-1" in grant
+    assert f"group delete --name {run_id} --yes --no-wait" in made
+    assert not any(line.startswith("vm create") for line in made)

@@ -158,14 +158,36 @@ def zones(settings: dict[str, Any], cmd: Commands) -> list[str]:
     return ["1", "2", "3"]
 
 
+def identity_principal(settings: dict[str, Any], cmd: Commands) -> str:
+    """The principal (object) id of the VMs' user-assigned identity, which role assignments name."""
+    done = cmd.run(
+        ["az", "identity", "show", "--ids", settings["identity"], "--query", "principalId",
+         "--output", "tsv"],
+        dry_answer="<principal id of the identity>",
+    )  # fmt: skip
+    return done.stdout.strip()
+
+
+def group_grant(principal: str, group_id: str) -> list[str]:
+    """Contributor for the VM's identity on its run's group alone, so that the VM can delete the
+    group at its end; the assignment goes with the group. No role above the group is needed."""
+    return _az("role", "assignment", "create", "--assignee-object-id", principal,
+               "--assignee-principal-type", "ServicePrincipal", "--role", "Contributor",
+               "--scope", group_id)  # fmt: skip
+
+
 def launch(plan: Plan, script: str, cmd: Commands) -> dict[str, Any]:
-    commands = create_commands(plan, script)
-    for command in commands:
+    group_create, *rest = create_commands(plan, script)
+    principal = identity_principal(plan.settings, cmd)  # before anything is made
+    subscription = plan.settings.get("subscription") or "<subscription>"
+    planned_id = f"/subscriptions/{subscription}/resourceGroups/{plan.run_id}"
+    made = cmd.run(group_create, dry_answer=json.dumps({"id": planned_id}))
+    group_id = json.loads(made.stdout or "{}").get("id") or planned_id
+    for command in [group_grant(principal, group_id), *rest]:
         try:
             cmd.run(command, dry_answer="{}")
-        except CloudError as error:
-            if command is not commands[0]:  # the group exists: leave nothing, nothing uncapped
-                cmd.run(["az", "group", "delete", "--name", plan.run_id, "--yes", "--no-wait"])
+        except CloudError as error:  # the group exists: leave nothing, nothing uncapped
+            cmd.run(["az", "group", "delete", "--name", plan.run_id, "--yes", "--no-wait"])
             if command[:3] == ["az", "vm", "auto-shutdown"]:
                 hint = "auto-shutdown needs: az provider register -n Microsoft.DevTestLab"
                 raise CloudError(f"{error}; {hint}") from None
