@@ -24,6 +24,9 @@ from . import managed
 from .remote_plan import confirm, fail, plan_run, show, unsent_secrets, utc_now
 
 FOLLOW_SECONDS = 10
+# While following, whether the machine still exists is asked every this many polls, and not
+# before it can have been listed (a cloud lists a new machine within seconds to a minute).
+MACHINE_CHECK_POLLS, MACHINE_LISTED_AFTER = 6, 120
 # A run's log in its bucket, under outputs/: the trainer's own, uploaded as the run goes (a job's
 # service keeps it too), and a VM's container's whole output, tracebacks too, uploaded at its end.
 TRAINER_LOG, CONTAINER_LOG = "run/train.log", "logs/train.log"
@@ -112,14 +115,45 @@ def _after(output: list[str], last: str | None) -> list[str]:
 
 
 def follow_run(plan: Plan, cmd: Commands) -> dict[str, Any]:
-    """Print the run's log from the bucket as it grows; its status.json once it has ended."""
+    """Print the run's log from the bucket as it grows; its status.json once it has ended, or,
+    when the machine is gone without one, why it most likely went (vanished())."""
     provider, options = PROVIDERS[plan.cloud], plan.settings
+    polls = 0
 
     def status() -> dict[str, Any] | None:
+        nonlocal polls
+        polls += 1
         text = provider.read_text(f"{plan.bucket}/outputs/status.json", options, cmd)
-        return json.loads(text) if text else None
+        if text:
+            return dict(json.loads(text))
+        if polls % MACHINE_CHECK_POLLS or polls * FOLLOW_SECONDS < MACHINE_LISTED_AFTER:
+            return None
+        gone = vanished(plan, provider, cmd)
+        if gone is None:
+            return None
+        text = provider.read_text(f"{plan.bucket}/outputs/status.json", options, cmd)
+        return dict(json.loads(text)) if text else gone  # its last upload may have come late
 
     return dict(print_log(plan.bucket, provider, options, status, FOLLOW_SECONDS))
+
+
+def vanished(plan: Plan, provider: Any, cmd: Commands) -> dict[str, Any] | None:
+    """None while the run's machine is listed and not going; else the status of a run that left
+    none: past its deadline, the cloud's cap took it; a spot machine was reclaimed (within its
+    notice, so no checkpoint was sent after the last upload); else it was lost. The run's last
+    uploaded checkpoint is in the bucket either way."""
+    try:
+        listed = provider.runs(plan.settings, cmd)
+    except CloudError:  # the cloud did not answer: ask again at the next check
+        return None
+    going = {"shutting-down", "stopping", "stopped", "terminated", "deleting", "suspending"}
+    if any(entry.get("run") == plan.run_id and str(entry.get("state", "")).lower() not in going
+           for entry in listed):  # fmt: skip
+        return None
+    detail = "the machine is gone and left no status.json"
+    if utc_now() >= plan.deadline_time:
+        return {"reason": "timeout", "detail": detail}
+    return {"reason": "preempted" if plan.spot else "lost", "detail": detail}
 
 
 def run_in_cloud(

@@ -317,3 +317,46 @@ def test_a_dry_run_needs_no_settings_and_names_what_stays(
     assert all(any(line.startswith(f"- {need}") for line in wanted) for need in needed), wanted
     assert len(wanted) == len(needed)
     assert lines[end].endswith(f"its files are in {tmp_path / 'runs'}/{lines[end].rsplit('/')[-1]}")
+
+
+class GoneMachine:
+    """A cloud whose bucket holds a run's log and no status.json, and which lists the run's
+    machine as running for `listed` checks, then no more."""
+
+    def __init__(self, run_id: str, listed: int) -> None:
+        self.run_id, self.listed, self.asked = run_id, listed, 0
+
+    def read_text(self, uri: str, settings: dict, cmd: object) -> str | None:
+        return "[12:00:01][train][INFO] - epoch 1/3\n" if uri.endswith("train.log") else None
+
+    def runs(self, settings: dict, cmd: object) -> list[dict]:
+        self.asked += 1
+        return [{"run": self.run_id, "state": "running"}] if self.asked <= self.listed else []
+
+
+@pytest.mark.parametrize(
+    ("spot", "hours_ago", "reason"),
+    [(True, 0, "preempted"), (False, 0, "lost"), (False, 5, "timeout")],
+)
+def test_following_a_run_whose_machine_went_without_a_status_ends(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], spot: bool,
+    hours_ago: float, reason: str,
+) -> None:  # fmt: skip
+    """A machine the cloud's cap deleted, or a spot one reclaimed within its notice, uploads no
+    status.json: following its run asks every few polls whether the machine is still there and
+    ends once it is not, with the likely reason (a preempted spot run is relaunched by
+    --retries), instead of waiting forever."""
+    from tasks import remote_run
+
+    created = datetime.datetime.now(datetime.UTC) - datetime.timedelta(hours=hours_ago)
+    run = plan.Plan(run_id="proj-261204-101010-ab12", cloud="gcp", offer=None, spot=spot,
+                    region="r", zone="z", image=f"r@{DIGEST}", max_hours=4,
+                    bucket="gs://b/proj/proj-261204-101010-ab12", container=["python"],
+                    settings={"project_name": "proj"}, created=created.isoformat())  # fmt: skip
+    cloud = GoneMachine(run.run_id, listed=2)
+    monkeypatch.setitem(remote_run.PROVIDERS, "gcp", cloud)
+    monkeypatch.setattr(remote_run.time, "sleep", lambda seconds: None)
+    status = remote_run.follow_run(run, remote_run.Commands(verbose=False))
+    assert status["reason"] == reason and "no status.json" in status["detail"]
+    assert cloud.asked == 3  # listed twice, then gone: asked every MACHINE_CHECK_POLLS polls
+    assert capsys.readouterr().out == "[12:00:01][train][INFO] - epoch 1/3\n"
