@@ -140,6 +140,36 @@ def test_without_an_account_named_the_vm_runs_as_the_projects_own_scoped_to_its_
     assert len(granted(secret)) == 1
 
 
+def test_a_bucket_of_the_default_name_in_another_project_is_refused(
+    gcp: tuple[google_api.GoogleApi, dict], tmp_path: Path
+) -> None:
+    """<project>-<slug> can be guessed: made first by someone else, it would receive the runs'
+    outputs. Its owner is checked before anything starts; the project's own is used."""
+    api, env = gcp
+    settings = tmp_path / "default-bucket.toml"
+    settings.write_text(
+        '[gcp]\nproject = "my-project"\nregion = "us-central1"\nzone = "us-central1-b"\n'
+        'service_account = "runner@my-project.iam.gserviceaccount.com"\n'
+    )
+    env = env | {"CLOUD_SETTINGS": str(settings)}
+    args = ["train", "--cloud=gcp", "--gpu=t4", "--yes", "--detach", f"--image={IMAGE}"]
+    api.bucket_owner = "999999999999"
+    refused = invoke_cli(*args, env=env)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert refused.stderr.strip().splitlines()[-1] == (
+        "error: bucket gs://my-project-{{ cookiecutter.project_slug }} belongs to another Google "
+        "Cloud project (number 999999999999, not my-project's 123456789012): set bucket = under "
+        "[gcp] in cloud.toml to one of yours"
+    )
+    assert api.bodies("POST", r"/instances$") == []
+    api.bucket_owner = ""
+    done = invoke_cli(*args, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (body,) = api.bodies("POST", r"/instances$")
+    metadata = {item["key"]: item["value"] for item in body["metadata"]["items"]}
+    assert "BUCKET=gs://my-project-{{ cookiecutter.project_slug }}/" in metadata["startup-script"]
+
+
 def test_stop_stops_only_what_bears_the_projects_labels(
     gcp: tuple[google_api.GoogleApi, dict],
 ) -> None:

@@ -86,11 +86,14 @@ def docker_login(settings: dict[str, Any], cmd: Commands, docker: str) -> None:
 
 
 def ensure_bucket(settings: dict[str, Any], cmd: Commands) -> str:
+    """The runs' bucket, made on first use (uniform access, public access prevented). The
+    default name (<project>-<slug>) can be guessed, so a bucket of that name must belong to the
+    project: one made first by someone else, to read what runs write, is refused."""
     need_project(settings)
     bucket = settings["bucket"].rstrip("/")
     name = bucket.removeprefix("gs://").split("/", 1)[0]
     found = cmd.run(
-        _gcloud(settings, "storage", "buckets", "describe", f"gs://{name}"), check=False
+        _gcloud(settings, "storage", "buckets", "describe", f"gs://{name}", "--raw"), check=False
     )
     if found.returncode != 0 and not cmd.dry_run:
         cmd.run(
@@ -102,9 +105,28 @@ def ensure_bucket(settings: dict[str, Any], cmd: Commands) -> str:
                 f"gs://{name}",
                 f"--location={settings['region']}",
                 "--uniform-bucket-level-access",
+                "--public-access-prevention",
             )
         )
+    elif found.returncode == 0 and not cmd.dry_run and name == default_bucket(settings):
+        owner = str(json.loads(found.stdout or "{}").get("projectNumber", ""))
+        number = project_number(settings, cmd)
+        if owner and number and owner != number:
+            raise CloudError(
+                f"bucket gs://{name} belongs to another Google Cloud project (number {owner}, "
+                f"not {settings['project']}'s {number}): set bucket = under [gcp] in cloud.toml "
+                "to one of yours"
+            )
     return bucket
+
+
+def default_bucket(settings: dict[str, Any]) -> str:
+    return f"{settings['project']}-{settings['project_name']}"
+
+
+def project_number(settings: dict[str, Any], cmd: Commands) -> str:
+    done = cmd.run(["gcloud", "projects", "describe", settings["project"], "--format=json"])
+    return str(json.loads(done.stdout or "{}").get("projectNumber", ""))
 
 
 def labels(plan: Plan) -> str:

@@ -40,6 +40,8 @@ class GoogleApi:
     accounts: dict[str, dict[str, Any]] = field(default_factory=dict)  # service accounts by email
     roles: dict[str, dict[str, Any]] = field(default_factory=dict)  # custom roles by name
     policies: dict[str, dict[str, Any]] = field(default_factory=dict)  # IAM policy by resource
+    project_number: str = "123456789012"  # every project's, as projects.get answers
+    bucket_owner: str = ""  # the projectNumber buckets.get answers: the project's when empty
 
     def bodies(self, method: str, pattern: str) -> list[Any]:
         return [r.body for r in self.requests if r.method == method and re.search(pattern, r.path)]
@@ -79,6 +81,8 @@ def _handler(api: GoogleApi) -> type[BaseHTTPRequestHandler]:
             api.requests.append(Recorded(method, path, body))
             if path.startswith("/iam/") or "IamPolicy" in path or path.endswith("/iam"):
                 return self._iam(method, path, body)
+            if m := re.search(r"^/resourcemanager/v\d/projects/([^/:]+)$", path):
+                return self._answer(200, {"projectId": m[1], "projectNumber": api.project_number})
             zone = re.search(r"/(projects/[^/]+/zones/[^/]+)/", path + "/")
             if "/customJobs" in path:
                 self._custom_job(method, path, body)
@@ -155,7 +159,9 @@ def _handler(api: GoogleApi) -> type[BaseHTTPRequestHandler]:
             elif method == "GET" and path.endswith("/instances") and zone:
                 self._answer(200, {"items": list(api.instances.values())})
             elif m := re.search(r"/storage/v1/b/([^/]+)$", path):
-                self._answer(200, {"name": m[1], "kind": "storage#bucket", "location": "US"})
+                owner = api.bucket_owner or api.project_number
+                self._answer(200, {"name": m[1], "kind": "storage#bucket", "location": "US",
+                                   "projectNumber": owner})  # fmt: skip
             else:
                 self._answer(404, {"error": {"code": 404, "message": f"no stand-in for {path}"}})
 
