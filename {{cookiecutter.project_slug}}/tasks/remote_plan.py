@@ -131,6 +131,16 @@ def plan_run(
     return plan
 
 
+# The states of a machine on its way out, as the providers' runs() list them.
+GOING = frozenset({"shutting-down", "stopping", "terminated", "deleting", "suspending"})
+
+
+def machine_up(listed: list[dict[str, Any]], run_id: str, going: frozenset[str] = GOING) -> bool:
+    """Whether a provider's runs() lists the run's machine in a state not among `going`."""
+    return any(entry.get("run") == run_id and str(entry.get("state", "")).lower() not in going
+               for entry in listed)  # fmt: skip
+
+
 def _refuse_a_running_run(cloud: str, run_id: str, options: dict[str, Any], cmd: Commands) -> None:
     """--resume of a run whose machine still runs would start a second writer of its outputs:
     refused. The cloud is asked (a read) where its CLI is here; a dry run goes on without."""
@@ -142,9 +152,7 @@ def _refuse_a_running_run(cloud: str, run_id: str, options: dict[str, Any], cmd:
         if cmd.dry_run:  # placeholders for settings not made yet: nothing to ask about
             return
         raise
-    going = {"shutting-down", "stopping", "terminated", "deleting", "suspending"}
-    if any(entry.get("run") == run_id and str(entry.get("state", "")).lower() not in going
-           for entry in found):  # fmt: skip
+    if machine_up(found, run_id):
         raise PlanError(
             f"--resume {run_id}: the run is still running on {cloud}; stop it first "
             f"(invoke stop --run {run_id}), then resume it"

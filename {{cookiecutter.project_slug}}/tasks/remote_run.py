@@ -21,7 +21,7 @@ from cloud.plan import Plan, PlanError
 from cloud.vm import startup
 
 from . import managed
-from .remote_plan import confirm, fail, plan_run, show, unsent_secrets, utc_now
+from .remote_plan import GOING, confirm, fail, machine_up, plan_run, show, unsent_secrets, utc_now
 
 FOLLOW_SECONDS = 10
 # While following, whether the machine still exists is asked every this many polls, and not
@@ -146,9 +146,8 @@ def vanished(plan: Plan, provider: Any, cmd: Commands) -> dict[str, Any] | None:
         listed = provider.runs(plan.settings, cmd)
     except CloudError:  # the cloud did not answer: ask again at the next check
         return None
-    going = {"shutting-down", "stopping", "stopped", "terminated", "deleting", "suspending"}
-    if any(entry.get("run") == plan.run_id and str(entry.get("state", "")).lower() not in going
-           for entry in listed):  # fmt: skip
+    # A stopped machine (AWS's, stopped by hand) runs no more either, though it could restart.
+    if machine_up(listed, plan.run_id, GOING | {"stopped"}):
         return None
     detail = "the machine is gone and left no status.json"
     if utc_now() >= plan.deadline_time:

@@ -45,14 +45,13 @@ def role_id(project_name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", project_name)[:40] + "_vm_self_delete"
 
 
-def conditions(settings: dict[str, Any], bucket: str) -> dict[str, str]:
+def conditions(settings: dict[str, Any], bucket_name: str) -> dict[str, str]:
     """The IAM conditions (CEL) of the grants that reach more than one resource."""
-    name = bucket.removeprefix("gs://").split("/", 1)[0]
     project = settings["project_name"]
     return {
         # objects.list is checked on the bucket, every other object permission on the object.
         "storage": f'resource.type == "storage.googleapis.com/Bucket" || '
-        f'resource.name.startsWith("projects/_/buckets/{name}/objects/{project}/")',
+        f'resource.name.startsWith("projects/_/buckets/{bucket_name}/objects/{project}/")',
         # zoneOperations.get, for the delete's wait, is checked on the operation.
         "self-delete": f'resource.type != "{INSTANCE}" || '
         f'resource.name.extract("{INSTANCE_NAME}").startsWith("{project}-")',
@@ -89,8 +88,8 @@ def ensure(settings: dict[str, Any], bucket: str, image: str, cmd: Commands) -> 
                  f"--title={name} VMs delete themselves",
                  f"--permissions={','.join(SELF_DELETE_PERMISSIONS)}", "--stage=GA",
                  "--format=json"])  # fmt: skip
-    limits = conditions(settings, bucket)
     bucket_name = bucket.removeprefix("gs://").split("/", 1)[0]
+    limits = conditions(settings, bucket_name)
     grants = [
         ["storage", "buckets", "add-iam-policy-binding", f"gs://{bucket_name}", member,
          "--role=roles/storage.objectUser", _condition(limits["storage"], f"{name} prefix")],
