@@ -33,13 +33,9 @@ class Variant:
 
 
 def choices(template_dir: Path = TEMPLATE_DIR) -> dict[str, list[str]]:
-    """Each choice option in cookiecutter.json and its choices, the default first."""
+    """Each choice option in cookiecutter.json's `_choices` and its choices, the default first."""
     spec = json.loads((Path(template_dir) / "cookiecutter.json").read_text(encoding="utf-8"))
-    return {
-        key: value
-        for key, value in spec.items()
-        if isinstance(value, list) and not key.startswith("_")
-    }
+    return {key: list(values) for key, values in spec["_choices"].items()}
 
 
 def default_answers(

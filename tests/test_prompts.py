@@ -49,6 +49,12 @@ BAD_ANSWERS = {  # id: (key=value answers, what stderr must say)
         ["default_cloud=azure", "default_gpu=a10g"],
         ["'a10g'", "'azure'", "t4, a10, v100, a100", "pass default_gpu=t4 or another of those"],
     ),
+    "unknown-framework": (
+        ["framework=jax"],
+        ["framework 'jax' is not one of pytorch, tensorflow; pass framework=pytorch"],
+    ),
+    "unknown-python": (["python_version=3.9"], ["python_version '3.9' is not one of 3.11,"]),
+    "unknown-license": (["license=GPL"], ["license 'GPL' is not one of MIT, Apache-2.0"]),
 }
 
 
@@ -74,8 +80,8 @@ def test_a_bad_slug_typed_at_the_question_is_asked_again(tmp_path: Path) -> None
 
 
 def test_a_gpu_the_cloud_lacks_is_asked_again_among_its_gpus(tmp_path: Path) -> None:
-    # Defaults up to the cloud; then azure (3), a10g (3), then the fourth of azure's GPUs.
-    done = cookiecutter(tmp_path, typed="\n" * 8 + "3\n3\n4\n" + "\n" * 4)
+    # Defaults up to the cloud; then azure, a10g, then the fourth of azure's GPUs in the menu.
+    done = cookiecutter(tmp_path, typed="\n" * 8 + "azure\na10g\n4\n" + "\n" * 4)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "default_gpu 'a10g' is not offered by default_cloud 'azure'" in done.stderr
     answers = json.loads((tmp_path / "cloud-gpu-project" / ".cruft.json").read_text())
@@ -119,11 +125,20 @@ def test_quotes_and_backslashes_in_answers_reach_the_hooks_intact(tmp_path: Path
     assert f", {author}\n" in (project / "LICENSE").read_text(encoding="utf-8")
 
 
-def test_bad_answer_stops_cruft_create(tmp_path: Path, template_repo: TemplateRepo) -> None:
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ('{"package_name": "typing"}', "package_name 'typing' is a standard-library module"),
+        ('{"framework": "jax"}', "framework 'jax' is not one of pytorch, tensorflow"),
+    ],
+)
+def test_bad_answer_stops_cruft_create(
+    tmp_path: Path, template_repo: TemplateRepo, given: str, expected: str
+) -> None:
     done = subprocess.run(
         [
             *(sys.executable, "-m", "cruft", "create", str(template_repo.path), "--no-input"),
-            *("--output-dir", str(tmp_path), "--extra-context", '{"package_name": "typing"}'),
+            *("--output-dir", str(tmp_path), "--extra-context", given),
         ],
         capture_output=True,
         text=True,
@@ -131,6 +146,6 @@ def test_bad_answer_stops_cruft_create(tmp_path: Path, template_repo: TemplateRe
     )
     assert done.returncode == 2
     line = one_error_line(done.stderr)
-    assert "package_name 'typing' is a standard-library module" in line
-    assert """pass --extra-context '{"package_name": "typing_project"}'""" in line
+    assert expected in line
+    assert line.count("pass --extra-context '{") == 1, line  # the fix in cruft's syntax
     assert list(tmp_path.iterdir()) == []

@@ -28,6 +28,7 @@ from template_tools import (
     write_answers_record,
     write_license,
 )
+from template_tools.checks import CHOICE_OPTIONS
 from template_tools.install import uv_sources
 from template_tools.naming import suggest_package_name, suggest_slug
 from template_tools.prune import default_rules
@@ -191,7 +192,8 @@ def test_variants_cover_the_product_and_only_valid_answers() -> None:
 
 def test_variants_drop_invalid_combinations(tmp_path: Path) -> None:
     spec = json.loads((TEMPLATE_DIR / "cookiecutter.json").read_text())
-    spec["default_gpu"] = ["a10g"]  # on aws only
+    spec["_choices"]["default_gpu"] = ["a10g"]  # on aws only
+    spec["default_gpu"] = "a10g"
     (tmp_path / "cookiecutter.json").write_text(json.dumps(spec))
     found = variants(tmp_path)
     assert found
@@ -203,6 +205,26 @@ def test_choices_read_cookiecutter_json() -> None:
     assert options["framework"][0] == "pytorch"
     assert "project_name" not in options
     assert "__prompts__" not in options
+
+
+def test_each_choice_option_defaults_to_its_first_choice_and_its_question_lists_them() -> None:
+    spec = json.loads((TEMPLATE_DIR / "cookiecutter.json").read_text())
+    assert set(choices()) == set(CHOICE_OPTIONS)
+    for option, offered in choices().items():
+        assert spec[option] == offered[0], option  # a string: cookiecutter checks no list
+        assert spec["__prompts__"][option].endswith(f", one of: {', '.join(offered)}"), option
+
+
+@pytest.mark.parametrize("option", CHOICE_OPTIONS)
+def test_an_answer_outside_its_choices_is_refused_with_them(option: str) -> None:
+    answers = default_answers(extra_context={option: "jax"})
+    with pytest.raises(ValueError) as caught:
+        validate(answers)
+    offered = choices()[option]
+    assert str(caught.value) == (
+        f"{option} 'jax' is not one of {', '.join(offered)}; "
+        f"pass {option}={offered[0]} or another of those"
+    )
 
 
 # --- pruning ---
@@ -324,6 +346,7 @@ def test_every_framework_choice_supports_every_python_choice() -> None:
 def test_python_without_framework_wheels_is_rejected() -> None:
     answers = default_answers(extra_context={"framework": "tensorflow"})
     answers["python_version"] = "3.14"  # torch 2.13 has wheels for it, TensorFlow 2.21 none
+    answers["_choices"]["python_version"].append("3.14")  # as if the template offered it
     check_python("pytorch", "3.14")
     with pytest.raises(ValueError) as caught:
         validate(answers)
@@ -334,7 +357,8 @@ def test_python_without_framework_wheels_is_rejected() -> None:
 
 def test_variants_skip_a_python_the_framework_lacks(tmp_path: Path) -> None:
     spec = json.loads((TEMPLATE_DIR / "cookiecutter.json").read_text())
-    spec["python_version"] = ["3.14", "3.13"]
+    spec["_choices"]["python_version"] = ["3.14", "3.13"]
+    spec["python_version"] = "3.14"
     (tmp_path / "cookiecutter.json").write_text(json.dumps(spec))
     found = variants(tmp_path)
     assert {v.extra_context["python_version"] for v in found} == {"3.14", "3.13"}
