@@ -50,6 +50,7 @@ cloud/providers/__init__.py
 cloud/providers/aws.py
 cloud/providers/aws_account.py
 cloud/providers/aws_deadline.py
+cloud/providers/aws_network.py
 cloud/providers/aws_policies.py
 cloud/providers/azure.py
 cloud/providers/gcp.py

@@ -199,7 +199,9 @@ def _cap_words(plan: Plan) -> str:
     words = [f"${plan.cost_cap:.2f} at most: {sum_} ({', '.join(flags)})"]
     if plan.spot:
         words.append("a spot hour bills at most the on-demand rate")
-    if not plan.is_job:
+    if plan.backend == "skypilot":
+        words.append(f"not counted: each node's {DISK_GB} GB disk, and SkyPilot's jobs controller")
+    elif not plan.is_job:
         words.append(f"not counted: the {DISK_GB} GB disk while the machine exists")
     return "; ".join(words)
 

@@ -75,6 +75,26 @@ def _s3_uris(value: Any, key: str) -> list[str]:
     return value
 
 
+def _network(cloud: str, given: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """cloud.toml's `subnet` (the VMs join it) and `public_ip` (false: no public address, for a
+    private subnet whose egress goes through NAT), or CloudError naming what is wrong."""
+    subnet, public = given.get("subnet", ""), given.get("public_ip", True)
+    if not isinstance(subnet, str) or (subnet and not subnet.startswith(prefix)):
+        example = {"aws": "subnet-0123456789abcdef0", "gcp": "runs (or its projects/... path)"}
+        raise CloudError(
+            f"cloud.toml [{cloud}] subnet = {subnet!r}: give a subnet's id, e.g. "
+            f"{example.get(cloud, '/subscriptions/.../subnets/runs')}"
+        )
+    if not isinstance(public, bool):
+        raise CloudError(f"cloud.toml [{cloud}] public_ip = {public!r}: give true or false")
+    if not public and not subnet:
+        raise CloudError(
+            f"cloud.toml [{cloud}] public_ip = false needs subnet = ...: a private subnet whose "
+            "egress (registry, bucket, secrets) goes through NAT or private endpoints"
+        )
+    return {"subnet": subnet, "public_ip": public}
+
+
 def load(cloud: str, project: str) -> dict[str, Any]:
     """The settings of `cloud` for the project named `project` (its slug)."""
     table = tomllib.loads(SETTINGS.read_text(encoding="utf-8")) if SETTINGS.exists() else {}
@@ -95,6 +115,7 @@ def load(cloud: str, project: str) -> dict[str, Any]:
             "instance_profile": given.get("instance_profile", f"{project}-runner"),
             "image": given.get("image", ""),  # an AMI id, to pin one instead of the newest DLAMI
             "sagemaker_role": given.get("sagemaker_role", ""),  # default: <project>-sagemaker
+            **_network(cloud, given, "subnet-"),
         }
     elif cloud == "gcp":
         gcp_project = given.get("project") or _cli_value("gcloud", "config", "get-value", "project")
@@ -111,6 +132,8 @@ def load(cloud: str, project: str) -> dict[str, Any]:
             "bucket": given.get("bucket")
             or (f"gs://{gcp_project}-{project}" if gcp_project else ""),
             "service_account": given.get("service_account", ""),
+            "network": given.get("network", "default"),  # the VPC of `subnet` and of the rules
+            **_network(cloud, given, ""),
         }
     elif cloud == "azure":
         settings |= {
@@ -125,7 +148,7 @@ def load(cloud: str, project: str) -> dict[str, Any]:
             "key_vault": given.get("key_vault", ""),
             "workspace": given.get("workspace", project),  # Azure ML's, for --backend=managed
             "datastore": given.get("datastore", ""),  # default: <project>_runs, over `bucket`
-            "subnet": given.get("subnet", ""),  # a subnet id: the VMs join it (--monitor needs it)
+            **_network(cloud, given, "/subscriptions/"),  # (--monitor needs a subnet)
             "bastion": given.get("bastion", ""),  # the Bastion of that network, for tunnels
             "bastion_group": given.get("bastion_group", ""),
         }

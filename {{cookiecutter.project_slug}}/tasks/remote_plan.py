@@ -86,6 +86,8 @@ def plan_run(
         _refuse_a_running_run(cloud, run_id, options, cmd)
     chosen_region = region or options.get("region") or options.get("location") or ""
     chosen_zone = zone or (options.get("zone", "") if cloud == "gcp" else "")
+    if cloud == "aws" and engine is None:  # a subnet AWS does not know stops here, first
+        PROVIDERS[cloud].check_network(options, cmd)
     options["bucket"] = PROVIDERS[cloud].ensure_bucket(options, cmd)  # the identity names it
     bucket = f"{options['bucket']}/{IMAGE}/{run_id}"
     if engine is not None:  # each node runs the launcher; the service keeps the run folder
@@ -122,9 +124,9 @@ def plan_run(
         needs=needs,
         monitor=monitor,
     )
-    if cloud == "gcp" and engine is None:  # the VM's own service account, not the default one
+    if cloud == "gcp" and backend in ("vm", "managed"):  # the project's own, not the default
         plan.settings["service_account"] = PROVIDERS["gcp"].ensure_identity(
-            plan.settings, plan.bucket, plan.image, cmd
+            plan.settings, plan.bucket, plan.image, cmd, vms=backend == "vm"
         )
     if engine is not None:
         engine.check(plan)
@@ -170,10 +172,12 @@ def _monitor_overrides(
             "(CloudWatch, Cloud Monitoring, Azure Monitor)"
         )
     exporters.check_pinned(offer.count if offer else 0)
-    if cloud == "azure" and not options.get("subnet"):
+    missing = [key for key in ("subnet", "bastion", "bastion_group") if not options.get(key)]
+    if cloud == "azure" and missing:
         raise PlanError(
-            "--monitor on Azure: set subnet = ... under [azure] in cloud.toml, a subnet of the "
-            "network whose Bastion `invoke monitor --run ID` tunnels through"
+            f"--monitor on Azure: set {', '.join(missing)} under [azure] in cloud.toml: a subnet "
+            "of the network whose Bastion `invoke monitor --run ID` tunnels through, and only "
+            "that Bastion reaches the metrics ports"
         )
     # The container's port is published on the VM; no announcement file inside it.
     port = exporters.trainer_port()
@@ -209,7 +213,11 @@ def show(plan: Plan, cmd: Commands) -> None:
         live = PROVIDERS["aws"].live_spot_price(plan, cmd)
         if live is not None:
             print(f"live spot price of {plan.offer.machine} in {plan.region}: ${live:.4f}/h")  # type: ignore[union-attr]
-    stays = PROVIDERS[plan.cloud].lasting(plan.bucket, plan.settings)
+    stays = PROVIDERS[plan.cloud].lasting(plan.bucket, plan.settings, plan.backend)
+    if plan.backend == "skypilot":
+        stays.append("SkyPilot's jobs controller, a small on-demand CPU VM SkyPilot keeps for its "
+                     "managed jobs: billed while it runs, not in the cap above (sky status "
+                     "lists it)")  # fmt: skip
     rows = [*plan.summary(), *(("stays after it", what) for what in stays)]
     width = max(len(key) for key, _ in rows)
     for key, value in rows:

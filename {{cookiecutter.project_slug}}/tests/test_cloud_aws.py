@@ -135,6 +135,13 @@ def test_a_spot_t4_run_is_a_g4dn_that_terminates_itself(moto: dict) -> None:
     assert granted["s3:PutObject"] == "arn:aws:s3:::runs-bucket/*", "the project's bucket only"
     closed = aws(moto, "s3api", "get-public-access-block", "--bucket", "runs-bucket")
     assert all(closed["PublicAccessBlockConfiguration"].values()), closed
+    # Nothing gets in: the project's own group, with no inbound rule (not the VPC's default).
+    (group,) = instance["SecurityGroups"]
+    assert group["GroupName"] == "{{ cookiecutter.project_slug }}-runs"
+    (described,) = aws(moto, "ec2", "describe-security-groups", "--group-ids", group["GroupId"])[
+        "SecurityGroups"
+    ]
+    assert described["IpPermissions"] == []
     attached = f"Name=attachment.instance-id,Values={instance['InstanceId']}"
     (volume,) = aws(moto, "ec2", "describe-volumes", "--filters", attached)["Volumes"]
     assert volume["Encrypted"] is True
@@ -162,6 +169,47 @@ def test_a_spot_t4_run_is_a_g4dn_that_terminates_itself(moto: dict) -> None:
                           env=moto, capture_output=True, text=True)  # fmt: skip
     assert gone.returncode != 0 and "ResourceNotFound" in gone.stderr, "stop deletes the cap"
     assert "s3://runs-bucket/" in stopped.stdout
+
+
+def test_a_run_on_a_private_subnet_has_no_public_address(moto: dict, tmp_path: Path) -> None:
+    """cloud.toml's subnet and public_ip = false: the VM joins that subnet (its VPC gets the
+    project's group) with no public address; its egress is the subnet's NAT's business."""
+    vpc = aws(moto, "ec2", "create-vpc", "--cidr-block", "10.42.0.0/16")["Vpc"]["VpcId"]
+    subnet = aws(moto, "ec2", "create-subnet", "--vpc-id", vpc, "--cidr-block", "10.42.1.0/24")
+    subnet_id = subnet["Subnet"]["SubnetId"]
+    settings = (
+        Path(moto["CLOUD_SETTINGS"])
+        .read_text()
+        .replace("[aws]\n", f'[aws]\nsubnet = "{subnet_id}"\npublic_ip = false\n')
+    )
+    (tmp_path / "private.toml").write_text(settings)
+    env = moto | {"CLOUD_SETTINGS": str(tmp_path / "private.toml")}
+    image = f"123456789012.dkr.ecr.us-east-1.amazonaws.com/p@{DIGEST}"
+    done = invoke_cli("train", "--cloud=aws", "--gpu=t4", "--yes", "--detach", f"--image={image}",
+                      env=env)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    run_id = done.stdout.split("started ", 1)[1].split(":", 1)[0]
+    (instance,) = instances(moto, run_id)
+    assert instance["SubnetId"] == subnet_id and instance["VpcId"] == vpc
+    assert not instance.get("PublicIpAddress")
+    (interface,) = instance["NetworkInterfaces"]  # the CLI puts subnet and group on it
+    (group,) = interface["Groups"]
+    (described,) = aws(moto, "ec2", "describe-security-groups", "--group-ids", group["GroupId"])[
+        "SecurityGroups"
+    ]
+    assert described["VpcId"] == vpc and described["IpPermissions"] == []
+    assert invoke_cli("stop", "--run", run_id, env=env).returncode == 0
+    bad = env | {"CLOUD_SETTINGS": str(tmp_path / "bad.toml")}
+    (tmp_path / "bad.toml").write_text(settings.replace(subnet_id, "subnet-0000000000000dead"))
+    before = len(instances(moto))
+    refused = invoke_cli(
+        "train", "--cloud=aws", "--gpu=t4", "--yes", f"--image=x@{DIGEST}", env=bad
+    )
+    assert refused.returncode == 1
+    last = refused.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: cloud.toml [aws] subnet = 'subnet-0000000000000dead' is not")
+    assert len(instances(moto)) == before, "a refused subnet starts no instance"
+    assert " iam " not in refused.stderr and " s3" not in refused.stderr, "nothing made first"
 
 
 def test_a_count_aws_does_not_offer_is_refused_with_the_choices(moto: dict) -> None:

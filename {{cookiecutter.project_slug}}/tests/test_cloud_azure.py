@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import PROJECT_ROOT, invoke_cli, project_env
+from test_cloud_monitor import pinned
 
 from cloud import catalog
 
@@ -45,15 +46,26 @@ IDENTITY = (
 AZ = os.environ.get("AZ_CLI") or shutil.which("az")
 
 
-def dry_run(tmp_path: Path, gpu: str, count: int, spot: bool) -> list[list[str]]:
-    """The az commands `invoke train --cloud=azure --dry-run` prints."""
+NETWORK = "/subscriptions/0000/resourceGroups/net/providers/Microsoft.Network/virtualNetworks/hub"
+PRIVATE = f'subnet = "{NETWORK}/subnets/runs"\npublic_ip = false\n'
+
+
+def dry_run(
+    tmp_path: Path, gpu: str, count: int, spot: bool, more: str = "", *extra: str
+) -> list[list[str]]:
+    """The az commands `invoke train --cloud=azure --dry-run` prints (`more`: cloud.toml lines,
+    `extra`: more flags)."""
     settings = tmp_path / "cloud.toml"
     settings.write_text(
         f'[azure]\nresource_group = "ops"\nlocation = "eastus"\nidentity = "{IDENTITY}"\n'
-        'storage_account = "projectruns"\nbucket = "az://runs"\nsubscription = "0000"\n'
+        f'storage_account = "projectruns"\nbucket = "az://runs"\nsubscription = "0000"\n{more}'
     )
-    env = project_env(CLOUD_SETTINGS=str(settings), CLOUD_RUNS=str(tmp_path / "runs"))
-    flags = ["--spot"] if spot else []
+    env = project_env(
+        CLOUD_SETTINGS=str(settings),
+        CLOUD_RUNS=str(tmp_path / "runs"),
+        CLOUD_EXPORTERS=str(pinned(tmp_path)),
+    )
+    flags = ["--spot", *extra] if spot else list(extra)
     done = invoke_cli(
         "train",
         "--cloud=azure",
@@ -104,15 +116,52 @@ def test_the_vm_of_each_gpu_and_spot_case(tmp_path: Path, gpu: str, count: int, 
         ]
     else:
         assert "--priority" not in vm
+    assert "--public-ip-address" not in vm and "--subnet" not in vm
+
+
+MONITORED = f'{PRIVATE}bastion = "hub"\nbastion_group = "net"\n'
+
+
+def test_a_monitored_vm_admits_only_its_bastion_to_the_metrics_ports(tmp_path: Path) -> None:
+    """Its own network security group: the Bastion's subnet may reach the exporters' ports,
+    every other source (the virtual network's other VMs too) is denied before Azure's default
+    rules let them in; no other port is opened."""
+    commands = dry_run(tmp_path, "t4", 1, False, MONITORED, "--monitor")
+    subnet, _, group, _, nsg, allow, deny, vm, _ = commands
+    assert subnet[:5] == ["az", "network", "vnet", "subnet", "show"]
+    assert flag(subnet, "--ids").endswith("/virtualNetworks/hub/subnets/AzureBastionSubnet")
+    assert group[:3] == ["az", "group", "create"]
+    assert nsg[:4] == ["az", "network", "nsg", "create"]
+    run_id = flag(vm, "--name")
+    assert flag(nsg, "--name") == flag(vm, "--nsg") == f"{run_id}-nsg"
+    assert "--nsg-rule" not in vm
+    for rule, access, source in (
+        (allow, "Allow", "<AzureBastionSubnet range>"),
+        (deny, "Deny", "*"),
+    ):
+        assert rule[:5] == ["az", "network", "nsg", "rule", "create"]
+        assert flag(rule, "--access") == access and flag(rule, "--direction") == "Inbound"
+        assert flag(rule, "--source-address-prefixes") == source
+        ports = rule[rule.index("--destination-port-ranges") + 1 :][:3]
+        assert ports == ["9464", "9100", "9400"]
+    assert int(flag(allow, "--priority")) < int(flag(deny, "--priority")) < 65000
+
+
+def test_a_vm_on_a_private_subnet_has_no_public_address(tmp_path: Path) -> None:
+    *_, vm, _ = dry_run(tmp_path, "t4", 1, False, PRIVATE)
+    assert flag(vm, "--subnet").endswith("/subnets/runs")
+    assert flag(vm, "--public-ip-address") == ""
 
 
 @pytest.mark.slow
 @pytest.mark.needs("az")
 @pytest.mark.parametrize("spot", [False, True], ids=["on-demand", "spot"])
 def test_az_accepts_every_argument(tmp_path: Path, spot: bool) -> None:
-    """Offline: az parses the whole command line and stops only because nobody is logged in."""
+    """Offline: az parses the whole command line and stops only because nobody is logged in
+    (the spot case monitored, on a private subnet, with no public address)."""
     config = tmp_path / "azure"
-    for command in dry_run(tmp_path, "t4", 1, spot):
+    extra = ["--monitor"] if spot else []
+    for command in dry_run(tmp_path, "t4", 1, spot, MONITORED if spot else "", *extra):
         done = subprocess.run(
             [str(AZ), *command[1:]],
             capture_output=True,

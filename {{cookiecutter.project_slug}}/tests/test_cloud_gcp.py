@@ -297,6 +297,63 @@ def test_push_in_a_dry_run_makes_the_registry_and_pushes(cloud: str, tmp_path: P
     else:
         assert any(line.startswith("$ az acr show --name") for line in printed)
         # ACR names are global: the project's letters, and 8 hex digits of the subscription.
-        acr = "{{ cookiecutter.project_slug }}".replace("-", "") + hashlib.sha256(b"0000").hexdigest()[:8]
+        acr = (
+            "{{ cookiecutter.project_slug }}".replace("-", "")
+            + hashlib.sha256(b"0000").hexdigest()[:8]
+        )
         remote = f"{acr}.azurecr.io/{{ cookiecutter.project_slug }}"
     assert any(line.startswith(f"$ true push {remote}:") for line in printed), printed
+
+
+def test_a_monitored_run_on_a_private_subnet_is_reachable_by_iap_only(
+    gcp: tuple[google_api.GoogleApi, dict], tmp_path: Path
+) -> None:
+    """cloud.toml's network, subnet and public_ip = false put the VM on a private subnet with no
+    address; no project-wide SSH key reaches it; and its metrics ports admit IAP's range and
+    deny every other source, the VPC's own VMs too."""
+    from test_cloud_monitor import pinned
+
+    api, env = gcp
+    settings = tmp_path / "private.toml"
+    settings.write_text(
+        '[gcp]\nproject = "my-project"\nregion = "us-central1"\nzone = "us-central1-b"\n'
+        'bucket = "gs://my-bucket"\nservice_account = "runner@my-project.iam.gserviceaccount.com"\n'
+        'network = "runs-vpc"\nsubnet = "runs"\npublic_ip = false\n'
+    )
+    private = env | {"CLOUD_SETTINGS": str(settings), "CLOUD_EXPORTERS": str(pinned(tmp_path))}
+    done = invoke_cli("train", "--cloud=gcp", "--gpu=t4", "--monitor", "--yes", "--detach",
+                      f"--image={IMAGE}", env=private)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    (body,) = api.bodies("POST", r"/zones/us-central1-b/instances$")
+    (nic,) = body["networkInterfaces"]
+    assert nic["network"].endswith("/global/networks/runs-vpc")
+    assert nic["subnetwork"].endswith("/regions/us-central1/subnetworks/runs")
+    assert not nic.get("accessConfigs"), "no public address"
+    metadata = {item["key"]: item["value"] for item in body["metadata"]["items"]}
+    assert metadata["block-project-ssh-keys"] == "TRUE" and metadata["enable-oslogin"] == "TRUE"
+    allow, deny = api.firewalls["invoke-monitor-iap"], api.firewalls["invoke-monitor-deny"]
+    for rule in (allow, deny):
+        assert rule["network"].endswith("/global/networks/runs-vpc")
+        assert rule["targetTags"] == ["invoke-monitor"] and rule["direction"] == "INGRESS"
+    assert allow["sourceRanges"] == ["35.235.240.0/20"] and allow["allowed"]
+    assert deny["sourceRanges"] == ["0.0.0.0/0"] and deny["denied"]
+    assert allow["priority"] < deny["priority"] < 65534
+    assert body["tags"]["items"] == ["invoke-monitor"]
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ("public_ip = false\n", "cloud.toml [gcp] public_ip = false needs subnet = ..."),
+        ('public_ip = "no"\n', "cloud.toml [gcp] public_ip = 'no': give true or false"),
+    ],
+)
+def test_bad_network_settings_are_refused_in_one_line(
+    tmp_path: Path, settings: str, message: str
+) -> None:
+    (tmp_path / "cloud.toml").write_text(f'[gcp]\nproject = "p"\n{settings}')
+    env = project_env(CLOUD_SETTINGS=str(tmp_path / "cloud.toml"), CLOUD_RUNS=str(tmp_path / "r"))
+    done = invoke_cli("train", "--cloud=gcp", "--gpu=t4", "--dry-run", f"--image={IMAGE}", env=env)
+    assert done.returncode == 1  # as every cloud setting the cloud would refuse
+    assert done.stderr.strip().startswith(f"error: {message}"), done.stderr
+    assert not (tmp_path / "r").exists()

@@ -74,9 +74,16 @@ def test_a_monitored_gcp_vm_runs_the_exporters_by_digest_for_iap_only(tmp_path: 
     assert "--tags=invoke-monitor" in shlex.split(create[2:])
     command = next(line for line in done.stdout.splitlines() if line.strip().startswith("command"))
     assert "monitoring=prometheus monitoring.host=0.0.0.0 monitoring.port=9464" in command
-    rule = tunnels.firewall_rule({"project": "p"})
-    assert "--source-ranges=35.235.240.0/20" in rule and "--target-tags=invoke-monitor" in rule
-    assert "--rules=tcp:9464,tcp:9100,tcp:9400" in rule
+    allow, deny = tunnels.firewall_rules({"project": "p"}).values()
+    assert "--source-ranges=35.235.240.0/20" in allow and "--target-tags=invoke-monitor" in allow
+    assert "--rules=tcp:9464,tcp:9100,tcp:9400" in allow and "--action=allow" in allow
+    # Every other source is refused, the VPC's own VMs too (the default network lets them in at
+    # priority 65534); IAP's allow comes first.
+    assert {"--action=deny", "--source-ranges=0.0.0.0/0", "--target-tags=invoke-monitor",
+            "--rules=tcp:9464,tcp:9100,tcp:9400"} <= set(deny)  # fmt: skip
+    priority = {rule[4]: int(next(a for a in rule if a.startswith("--priority="))[11:])
+                for rule in (allow, deny)}  # fmt: skip
+    assert priority["invoke-monitor-iap"] < priority["invoke-monitor-deny"] < 65534
 
 
 def test_a_cpu_local_run_has_no_gpu_exporter_and_listens_on_loopback(tmp_path: Path) -> None:
@@ -94,8 +101,9 @@ def test_a_cpu_local_run_has_no_gpu_exporter_and_listens_on_loopback(tmp_path: P
     ("flags", "settings", "message"),
     [
         (["--cloud=azure", "--gpu=t4"], '[azure]\nstorage_account = "s"\n',
-         "error: --monitor on Azure: set subnet = ... under [azure] in cloud.toml, a subnet of "
-         "the network whose Bastion `invoke monitor --run ID` tunnels through"),
+         "error: --monitor on Azure: set subnet, bastion, bastion_group under [azure] in "
+         "cloud.toml: a subnet of the network whose Bastion `invoke monitor --run ID` tunnels "
+         "through, and only that Bastion reaches the metrics ports"),
         (["--cloud=aws", "--backend=managed", "--gpu=t4"], '[aws]\nbucket = "s3://b"\n',
          "error: --monitor is for --backend=vm: a training service reports its own nodes "
          "(CloudWatch, Cloud Monitoring, Azure Monitor)"),

@@ -262,6 +262,40 @@ def test_a_three_node_spot_vertex_job_is_what_gcloud_sends(
     assert api.jobs[job_id]["state"] == "JOB_STATE_CANCELLING"
 
 
+@pytest.mark.needs("gcloud")
+def test_a_vertex_job_runs_as_the_projects_own_account_without_the_vm_grants(
+    vertex: tuple[google_api.GoogleApi, dict[str, str]], tmp_path: Path
+) -> None:
+    """Without service_account in cloud.toml, a job runs as <project>-runner (never Vertex's
+    default, the project's compute account), granted the bucket's project prefix and the named
+    secret, but not the VMs' self-delete role: the service deletes its own machines."""
+    api, env = vertex
+    settings = tmp_path / "own.toml"
+    settings.write_text(
+        '[gcp]\nproject = "my-project"\nregion = "us-central1"\nbucket = "gs://my-bucket"\n'
+        '[secrets]\nDATA_TOKEN = "data-token"\n'
+    )
+    done = invoke_cli(
+        "train", "--cloud=gcp", "--backend=managed", "--gpu=t4", "--yes", "--detach",
+        f"--image=us-central1-docker.pkg.dev/my-project/repo@{DIGEST}",
+        env=env | {"CLOUD_SETTINGS": str(settings)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    (account,) = api.accounts
+    (body,) = api.bodies("POST", r"/v1/projects/my-project/locations/us-central1/customJobs$")
+    assert body["jobSpec"]["serviceAccount"] == account
+    assert api.roles == {}
+
+    def roles_on(resource: str) -> list[str]:
+        bindings = api.policies.get(resource, {}).get("bindings", [])
+        return [b["role"] for b in bindings if f"serviceAccount:{account}" in b["members"]]
+
+    assert roles_on("/storage/v1/b/my-bucket") == ["roles/storage.objectUser"]
+    assert roles_on("/resourcemanager/v1/projects/my-project") == []
+    secret = "/secretmanager/v1/projects/my-project/secrets/data-token"
+    assert roles_on(secret) == ["roles/secretmanager.secretAccessor"]
+
+
 def test_every_gpu_vertex_is_asked_for_is_one_of_its_accelerator_types() -> None:
     from cloud import catalog
 
@@ -377,6 +411,39 @@ def test_a_preempted_azure_ml_spot_job_is_resubmitted_into_the_same_run_folder(
     folders = [line for job in sent for line in job.splitlines() if "azureml://datastores/" in line]
     assert len(folders) == 2 and folders[0] == folders[1]
     assert folders[0].strip().endswith(f"/{run_id}/outputs/run")
+
+
+@pytest.mark.parametrize(
+    ("backend", "stays", "never"),
+    [
+        ("vm", ["instance profile", "security group"], ["jobs controller", "-sagemaker"]),
+        ("managed", ["IAM role {project}-sagemaker"], ["instance profile", "security group"]),
+        ("skypilot", ["SkyPilot's jobs controller"], ["IAM role", "security group"]),
+    ],
+)
+def test_the_dry_run_names_what_each_backend_leaves_and_what_its_cap_leaves_out(
+    tmp_path: Path, backend: str, stays: list[str], never: list[str]
+) -> None:
+    """What outlives the run is what that backend makes (SkyPilot's controller among it), and
+    the cost cap names what it does not count."""
+    settings = tmp_path / "cloud.toml"
+    settings.write_text('[aws]\nregion = "us-east-1"\nbucket = "s3://jobs-bucket"\n')
+    env = project_env(CLOUD_SETTINGS=str(settings), CLOUD_RUNS=str(tmp_path / "runs"))
+    nodes = [] if backend == "vm" else [f"--backend={backend}", "--nodes=2"]
+    done = invoke_cli("train", "--cloud=aws", *nodes, "--gpu=t4", "--spot", "--retries=1",
+                      "--dry-run", f"--image=reg/x@{DIGEST}", env=env)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    left = "\n".join(line for line in done.stdout.splitlines() if "stays after it" in line)
+    for text in stays:
+        assert text.format(project=PROJECT) in left, left
+    for text in never:
+        assert text not in left, left
+    (cap,) = [line for line in done.stdout.splitlines() if line.strip().startswith("cost cap")]
+    assert "x 2 launches (--max-hours" in cap
+    if backend == "skypilot":
+        assert cap.endswith("not counted: each node's 200 GB disk, and SkyPilot's jobs controller")
+    elif backend == "vm":
+        assert cap.endswith("not counted: the 200 GB disk while the machine exists")
 
 
 @pytest.mark.needs("cloud-sdks")

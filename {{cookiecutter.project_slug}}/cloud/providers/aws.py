@@ -10,7 +10,7 @@ from typing import Any
 
 from ..commands import CloudError, Commands
 from ..plan import DISK_GB, LABEL_PREFIX, Plan
-from . import aws_account, aws_deadline
+from . import aws_account, aws_deadline, aws_network
 from .aws_account import aws_cli
 
 # The account's side of a run (tasks ask every provider module for these), in aws_account.py.
@@ -41,7 +41,7 @@ def tags(plan: Plan) -> str:
     return ",".join("{" + f"Key={key},Value={value}" + "}" for key, value in plan.labels.items())
 
 
-def create_command(plan: Plan, ami: str, script: str) -> list[str]:
+def create_command(plan: Plan, ami: str, script: str, group: str) -> list[str]:
     """`aws ec2 run-instances` for the plan; `script` is the user data file."""
     assert plan.offer is not None
     command = [
@@ -73,10 +73,11 @@ def create_command(plan: Plan, ami: str, script: str) -> list[str]:
         f"ResourceType=volume,Tags=[{tags(plan)}]",
         "--user-data",
         f"file://{script}",
+        *aws_network.placement(plan.settings, group),
         "--output",
         "json",
     ]
-    if plan.zone:
+    if plan.zone and not plan.settings.get("subnet"):  # a subnet sits in one zone
         command += ["--placement", f"AvailabilityZone={plan.zone}"]
     if plan.spot:
         options = {
@@ -91,7 +92,10 @@ def create_command(plan: Plan, ami: str, script: str) -> list[str]:
 
 
 def zones(settings: dict[str, Any], cmd: Commands) -> list[str]:
-    """The region's availability zones, to try one after another when one has no capacity."""
+    """The region's availability zones, to try one after another when one has no capacity
+    (none when cloud.toml names a subnet: it lies in one)."""
+    if settings.get("subnet"):
+        return []
     done = cmd.run(
         aws_cli(settings, "ec2", "describe-availability-zones"),
         check=False,
@@ -109,8 +113,10 @@ def launch(plan: Plan, script: str, cmd: Commands) -> dict[str, Any]:
     from ..catalog import vm_image
 
     ami = machine_image(plan, vm_image("aws"), cmd)
+    group = aws_network.ensure_security_group(plan.settings, cmd)
     done = cmd.run(
-        create_command(plan, ami, script), dry_answer='{"Instances": [{"InstanceId": "i-dry-run"}]}'
+        create_command(plan, ami, script, group),
+        dry_answer='{"Instances": [{"InstanceId": "i-dry-run"}]}',
     )
     instance = json.loads(done.stdout)["Instances"][0]["InstanceId"]
     try:
@@ -119,6 +125,11 @@ def launch(plan: Plan, script: str, cmd: Commands) -> dict[str, Any]:
         cmd.run(aws_cli(plan.settings, "ec2", "terminate-instances", "--instance-ids", instance))
         raise CloudError(f"{error}; instance {instance} terminated: it had no deadline") from None
     return {"instance_id": instance}
+
+
+def check_network(settings: dict[str, Any], cmd: Commands) -> None:
+    """The subnet cloud.toml names exists (or the region has a default VPC)."""
+    aws_network.vpc(settings, cmd)
 
 
 def ensure_identity(settings: dict[str, Any], cmd: Commands) -> str:

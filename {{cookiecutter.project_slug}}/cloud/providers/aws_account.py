@@ -58,16 +58,24 @@ def ensure_repository(settings: dict[str, Any], cmd: Commands) -> str:
     return f"{registry(settings, cmd)}/{name}"
 
 
-def lasting(plan_bucket: str, settings: dict[str, Any]) -> list[str]:
+def lasting(plan_bucket: str, settings: dict[str, Any], backend: str = "vm") -> list[str]:
     """What a run makes on first use that stays after it (each run reuses them)."""
     bucket = plan_bucket.removeprefix("s3://").split("/", 1)[0]
-    return [
+    project = settings["project_name"]
+    made = [
         f"S3 bucket {bucket}: the runs' outputs, billed per GB-month stored",
-        f"ECR repository {settings['project_name']}: the images, billed per GB-month stored",
-        f"IAM role and instance profile {settings['instance_profile']}: no charge",
-        f"IAM role {settings['project_name']}-deadline, which each VM's deadline schedule runs "
-        "as (the schedule is deleted once it fires): no charge",
+        f"ECR repository {project}: the images, billed per GB-month stored",
     ]
+    if backend == "managed" and not settings.get("sagemaker_role"):
+        made.append(f"IAM role {project}-sagemaker, which the jobs run as: no charge")
+    if backend == "vm":
+        made += [
+            f"IAM role and instance profile {settings['instance_profile']}: no charge",
+            f"IAM role {project}-deadline, which each VM's deadline schedule runs as (the "
+            "schedule is deleted once it fires): no charge",
+            f"security group {project}-runs, no inbound rule: no charge",
+        ]
+    return made
 
 
 def own_registry(host: str, settings: dict[str, Any]) -> bool:

@@ -34,8 +34,9 @@ def registry(settings: dict[str, Any]) -> str:
     return f"{registry_name(settings)}.azurecr.io"
 
 
-def lasting(plan_bucket: str, settings: dict[str, Any]) -> list[str]:
+def lasting(plan_bucket: str, settings: dict[str, Any], backend: str = "vm") -> list[str]:
     """What a run makes on first use that stays after it (each run reuses them)."""
+    del backend  # the same on every backend: the identity is yours
     return [
         f"resource group {settings['resource_group']} with the container registry "
         f"{registry(settings)} (Basic tier: a fixed daily fee, whatever it holds)",
@@ -86,8 +87,9 @@ def tags(plan: Plan) -> list[str]:
     return [f"{key}={value}" for key, value in plan.labels.items()]
 
 
-def create_commands(plan: Plan, script: str) -> list[list[str]]:
-    """The run's resource group, then `az vm create` in it; `script` is the custom data file."""
+def create_commands(plan: Plan, script: str, bastion_prefix: str = "") -> list[list[str]]:
+    """The run's resource group, then `az vm create` in it; `script` is the custom data file.
+    With --monitor, first the VM's network security group (monitor_rules)."""
     from ..catalog import vm_image
 
     assert plan.offer is not None
@@ -118,8 +120,7 @@ def create_commands(plan: Plan, script: str) -> list[list[str]]:
         "Delete",
         "--nic-delete-option",
         "Delete",
-        "--nsg-rule",
-        "NONE",  # no inbound port opened
+        *(["--nsg", _nsg(plan)] if plan.monitor else ["--nsg-rule", "NONE"]),  # no inbound port
         "--admin-username",
         "trainer",
         "--generate-ssh-keys",
@@ -132,6 +133,8 @@ def create_commands(plan: Plan, script: str) -> list[list[str]]:
         vm += ["--zone", plan.zone]
     if settings.get("subnet"):  # a shared network (its Bastion tunnels to --monitor VMs)
         vm += ["--subnet", settings["subnet"]]
+    if not settings.get("public_ip", True):  # egress through the subnet's NAT gateway
+        vm += ["--public-ip-address", ""]
     if plan.spot:
         # Never evicted for price (you pay the spot price, at most the standard one); an evicted
         # VM is deleted, not kept deallocated with its disk still billed.
@@ -139,7 +142,58 @@ def create_commands(plan: Plan, script: str) -> list[list[str]]:
     group_create = _az(
         "group", "create", "--name", group, "--location", plan.region, "--tags", *tags(plan)
     )
-    return [group_create, vm, *_cap(plan)]
+    rules = monitor_rules(plan, bastion_prefix) if plan.monitor else []
+    return [group_create, *rules, vm, *_cap(plan)]
+
+
+def _nsg(plan: Plan) -> str:
+    return f"{plan.run_id}-nsg"
+
+
+def monitor_rules(plan: Plan, bastion_prefix: str) -> list[list[str]]:
+    """--monitor: the VM's network security group, in which the Bastion's subnet, and nothing
+    else, reaches the metrics ports. Azure's default rules let every VM of the virtual network
+    in (AllowVnetInBound, priority 65000); these come first. No other port is opened."""
+    from ..vm import exporters
+
+    ports = [str(port) for port in exporters.ports(plan.offer.count if plan.offer else 0).values()]
+    nsg, group = _nsg(plan), plan.run_id
+    rule = [
+        "network",
+        "nsg",
+        "rule",
+        "create",
+        "--resource-group",
+        group,
+        "--nsg-name",
+        nsg,
+        "--direction",
+        "Inbound",
+        "--protocol",
+        "Tcp",
+        "--destination-port-ranges",
+        *ports,
+    ]
+    return [
+        _az("network", "nsg", "create", "--resource-group", group, "--name", nsg,
+            "--location", plan.region, "--tags", *tags(plan)),
+        _az(*rule, "--name", "invoke-monitor-bastion", "--priority", "100", "--access", "Allow",
+            "--source-address-prefixes", bastion_prefix),
+        _az(*rule, "--name", "invoke-monitor-deny", "--priority", "110", "--access", "Deny",
+            "--source-address-prefixes", "*"),
+    ]  # fmt: skip
+
+
+def bastion_prefix(settings: dict[str, Any], cmd: Commands) -> str:
+    """The address range of AzureBastionSubnet, where the Bastion's tunnels come from: the
+    subnet of that fixed name in the virtual network of cloud.toml's `subnet`."""
+    network = settings["subnet"].rsplit("/subnets/", 1)[0]
+    done = cmd.run(
+        ["az", "network", "vnet", "subnet", "show", "--ids",
+         f"{network}/subnets/AzureBastionSubnet", "--query", "addressPrefix", "--output", "tsv"],
+        dry_answer="<AzureBastionSubnet range>",
+    )  # fmt: skip
+    return done.stdout.strip()
 
 
 def _cap(plan: Plan) -> list[list[str]]:
@@ -177,8 +231,9 @@ def group_grant(principal: str, group_id: str) -> list[str]:
 
 
 def launch(plan: Plan, script: str, cmd: Commands) -> dict[str, Any]:
-    group_create, *rest = create_commands(plan, script)
-    principal = identity_principal(plan.settings, cmd)  # before anything is made
+    prefix = bastion_prefix(plan.settings, cmd) if plan.monitor else ""  # before anything is made
+    group_create, *rest = create_commands(plan, script, prefix)
+    principal = identity_principal(plan.settings, cmd)
     subscription = plan.settings.get("subscription") or "<subscription>"
     planned_id = f"/subscriptions/{subscription}/resourceGroups/{plan.run_id}"
     made = cmd.run(group_create, dry_answer=json.dumps({"id": planned_id}))

@@ -47,32 +47,36 @@ def ensure_repository(settings: dict[str, Any], cmd: Commands) -> str:
     return f"{registry(settings)}/{settings['project']}/{name}"
 
 
-def ensure_identity(settings: dict[str, Any], bucket: str, image: str, cmd: Commands) -> str:
-    """The VM's service account: the project's own, scoped to what a run does (gcp_identity)."""
+def ensure_identity(
+    settings: dict[str, Any], bucket: str, image: str, cmd: Commands, vms: bool = True
+) -> str:
+    """The service account of the VMs (or, not `vms`, of Vertex jobs): the project's own, scoped
+    to what a run does (gcp_identity)."""
     need_project(settings)
-    return ensure(settings, bucket, image, cmd)
+    return ensure(settings, bucket, image, cmd, vms)
 
 
 def registry(settings: dict[str, Any]) -> str:
     return f"{settings['region']}-docker.pkg.dev"
 
 
-def lasting(plan_bucket: str, settings: dict[str, Any]) -> list[str]:
+def lasting(plan_bucket: str, settings: dict[str, Any], backend: str = "vm") -> list[str]:
     """What a run makes on first use that stays after it (each run reuses them)."""
     bucket = plan_bucket.removeprefix("gs://").split("/", 1)[0]
-    return [
+    made = [
         f"Cloud Storage bucket {bucket}: the runs' outputs, billed per GB-month stored",
         f"Artifact Registry repository {settings['project_name']} in {settings['region']}: the "
         "images, billed per GB-month stored",
-    ] + (
-        [
-            f"service account {email(settings)} and custom role "
-            f"{role_id(settings['project_name'])}: the VMs' identity, its grants scoped to the "
-            "project's bucket prefix, secrets, repository and VMs (no charge)"
-        ]
-        if settings.get("service_account", "") in ("", email(settings))
-        else []
+    ]
+    if backend == "skypilot" or settings.get("service_account", "") not in ("", email(settings)):
+        return made
+    what = (
+        f"service account {email(settings)} and custom role {role_id(settings['project_name'])}"
+        if backend == "vm"
+        else f"service account {email(settings)}"
     )
+    scope = "bucket prefix, secrets, repository and VMs"
+    return [*made, f"{what}: the runs' identity, its grants scoped to the project's {scope}"]
 
 
 def own_registry(host: str, settings: dict[str, Any]) -> bool:
@@ -162,7 +166,8 @@ def create_command(plan: Plan, script: str) -> list[str]:
         f"--image-family={image['family']}",
         f"--image-project={image['project']}",
         f"--boot-disk-size={DISK_GB}GB",
-        "--metadata=install-nvidia-driver=True",
+        # No project-wide SSH keys reach the VM; SSH, if ever, goes through OS Login and IAM.
+        "--metadata=install-nvidia-driver=True,block-project-ssh-keys=TRUE,enable-oslogin=TRUE",
         f"--metadata-from-file=startup-script={script}",
         f"--labels={labels(plan)}",
         "--scopes=cloud-platform",
@@ -170,6 +175,13 @@ def create_command(plan: Plan, script: str) -> list[str]:
     ]
     if settings.get("service_account"):
         command.append(f"--service-account={settings['service_account']}")
+    if settings.get("subnet"):
+        command += [
+            f"--network={settings.get('network') or 'default'}",
+            f"--subnet={settings['subnet']}",
+        ]
+    if not settings.get("public_ip", True):  # egress through Cloud NAT; Private Google Access
+        command.append("--no-address")
     if plan.spot:
         command.append("--no-restart-on-failure")
     if plan.monitor:  # the IAP firewall rule admits tunnels to VMs with this tag
@@ -180,14 +192,15 @@ def create_command(plan: Plan, script: str) -> list[str]:
 
 
 def ensure_monitor_firewall(settings: dict[str, Any], cmd: Commands) -> None:
-    """The rule that lets IAP's TCP forwarding, and nothing else, reach the metrics ports."""
-    from ..vm.tunnels import FIREWALL_RULE, firewall_rule
+    """The rules that let IAP's TCP forwarding, and nothing else, reach the metrics ports."""
+    from ..vm.tunnels import firewall_rules
 
-    found = cmd.run(
-        _gcloud(settings, "compute", "firewall-rules", "describe", FIREWALL_RULE), check=False
-    )
-    if found.returncode != 0 and not cmd.dry_run:
-        cmd.run(firewall_rule(settings))
+    for name, create in firewall_rules(settings).items():
+        found = cmd.run(
+            _gcloud(settings, "compute", "firewall-rules", "describe", name), check=False
+        )
+        if found.returncode != 0 and not cmd.dry_run:
+            cmd.run(create)
 
 
 def quota_problem(plan: Plan, cmd: Commands) -> str | None:

@@ -7,6 +7,8 @@ project). Its grants, written again at every launch (each is idempotent), are wh
   the project's Artifact Registry repository, to pull (when the image comes from it)
   deleting a VM whose name starts with the project's (each VM deletes itself at its end)
 
+Vertex AI jobs (--backend=managed) run as the same account, without the VM grant: the service
+deletes its own machines, and pulls the image with its own service agent.
 A service account cloud.toml names (service_account = under [gcp]) is used as it is.
 """
 
@@ -62,8 +64,11 @@ def _condition(expression: str, title: str) -> str:
     return f"--condition=expression={expression},title={title}"
 
 
-def ensure(settings: dict[str, Any], bucket: str, image: str, cmd: Commands) -> str:
-    """The service account the run's VM gets, with its grants; a dry run shows every step."""
+def ensure(
+    settings: dict[str, Any], bucket: str, image: str, cmd: Commands, vms: bool = True
+) -> str:
+    """The service account the run's VM (`vms`) or Vertex job gets, with its grants; a dry run
+    shows every step."""
     if settings.get("service_account"):
         return str(settings["service_account"])
     project, name = settings["project"], settings["project_name"]
@@ -79,11 +84,15 @@ def ensure(settings: dict[str, Any], bucket: str, image: str, cmd: Commands) -> 
                  f"--project={project}", f"--display-name={name} runs (invoke train)",
                  "--format=json"])  # fmt: skip
     role = role_id(name)
-    found = cmd.run(
-        ["gcloud", "iam", "roles", "describe", role, f"--project={project}", "--format=json"],
-        check=False,
+    found = (
+        cmd.run(
+            ["gcloud", "iam", "roles", "describe", role, f"--project={project}", "--format=json"],
+            check=False,
+        )
+        if vms
+        else None
     )
-    if found.returncode != 0 or cmd.dry_run:
+    if found is not None and (found.returncode != 0 or cmd.dry_run):
         cmd.run(["gcloud", "iam", "roles", "create", role, f"--project={project}",
                  f"--title={name} VMs delete themselves",
                  f"--permissions={','.join(SELF_DELETE_PERMISSIONS)}", "--stage=GA",
@@ -93,12 +102,13 @@ def ensure(settings: dict[str, Any], bucket: str, image: str, cmd: Commands) -> 
     grants = [
         ["storage", "buckets", "add-iam-policy-binding", f"gs://{bucket_name}", member,
          "--role=roles/storage.objectUser", _condition(limits["storage"], f"{name} prefix")],
-        ["projects", "add-iam-policy-binding", project, member,
-         f"--role=projects/{project}/roles/{role}",
-         _condition(limits["self-delete"], f"{name} VMs only")],
     ]  # fmt: skip
+    if vms:
+        grants.append(["projects", "add-iam-policy-binding", project, member,
+                       f"--role=projects/{project}/roles/{role}",
+                       _condition(limits["self-delete"], f"{name} VMs only")])  # fmt: skip
     repository = f"{settings['region']}-docker.pkg.dev/{project}/{name}"
-    if image.startswith(f"{repository}@") or image.startswith(f"{repository}:"):
+    if vms and (image.startswith(f"{repository}@") or image.startswith(f"{repository}:")):
         grants.append(["artifacts", "repositories", "add-iam-policy-binding", name,
                        f"--location={settings['region']}", member,
                        "--role=roles/artifactregistry.reader", "--condition=None"])  # fmt: skip

@@ -26,8 +26,9 @@ def ensure_repository(settings: dict[str, Any], cmd: Commands) -> str:
     )
 
 
-def lasting(plan_bucket: str, settings: dict[str, Any]) -> list[str]:
+def lasting(plan_bucket: str, settings: dict[str, Any], backend: str = "vm") -> list[str]:
     """Nothing on a cloud: the outputs stay in a folder (or the bucket) you named."""
+    del plan_bucket, settings, backend
     return []
 
 

@@ -24,6 +24,8 @@ from . import exporters
 
 IAP_RANGE = "35.235.240.0/20"  # where IAP's TCP forwarding connects from (Google's docs)
 FIREWALL_RULE = "invoke-monitor-iap"
+FIREWALL_DENY = "invoke-monitor-deny"  # every other source, the VPC's own VMs among them
+IAP_PRIORITY = 1000  # GCP: lower wins; the deny comes right after
 NETWORK_TAG = "invoke-monitor"
 PLUGIN_INSTALL = (
     "install the Session Manager plugin: https://docs.aws.amazon.com/systems-manager/latest/"
@@ -129,12 +131,21 @@ def targets(record: dict[str, Any], found: list[Tunnel]) -> list[dict[str, Any]]
     ]
 
 
-def firewall_rule(settings: dict[str, Any]) -> list[str]:
-    """GCP: the rule that lets IAP, and only IAP, reach a monitored VM's metrics ports."""
-    allowed = ",".join(f"tcp:{port}" for port in exporters.ports(gpus=1).values())
-    return [
-        "gcloud", "compute", "firewall-rules", "create", FIREWALL_RULE,
-        f"--project={settings['project']}", "--network=default", "--direction=INGRESS",
-        "--action=allow", f"--rules={allowed}", f"--source-ranges={IAP_RANGE}",
-        f"--target-tags={NETWORK_TAG}", "--format=json",
-    ]  # fmt: skip
+def firewall_rules(settings: dict[str, Any]) -> dict[str, list[str]]:
+    """GCP: the rules, by name, that let IAP, and only IAP, reach a monitored VM's metrics
+    ports: IAP's range allowed, then everything else denied. The deny outranks the network's
+    own allow rules (the default network's lets every VM in the VPC in), the allow outranks it."""
+    ports = ",".join(f"tcp:{port}" for port in exporters.ports(gpus=1).values())
+    network = settings.get("network") or "default"
+    common = [f"--project={settings['project']}", f"--network={network}", "--direction=INGRESS",
+              f"--rules={ports}", f"--target-tags={NETWORK_TAG}", "--format=json"]  # fmt: skip
+    return {
+        FIREWALL_RULE: [
+            "gcloud", "compute", "firewall-rules", "create", FIREWALL_RULE, *common,
+            "--action=allow", f"--source-ranges={IAP_RANGE}", f"--priority={IAP_PRIORITY}",
+        ],
+        FIREWALL_DENY: [
+            "gcloud", "compute", "firewall-rules", "create", FIREWALL_DENY, *common,
+            "--action=deny", "--source-ranges=0.0.0.0/0", f"--priority={IAP_PRIORITY + 1}",
+        ],
+    }  # fmt: skip

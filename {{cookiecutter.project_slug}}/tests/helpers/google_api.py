@@ -40,6 +40,7 @@ class GoogleApi:
     accounts: dict[str, dict[str, Any]] = field(default_factory=dict)  # service accounts by email
     roles: dict[str, dict[str, Any]] = field(default_factory=dict)  # custom roles by name
     policies: dict[str, dict[str, Any]] = field(default_factory=dict)  # IAM policy by resource
+    firewalls: dict[str, dict[str, Any]] = field(default_factory=dict)  # firewall rules by name
     project_number: str = "123456789012"  # every project's, as projects.get answers
     bucket_owner: str = ""  # the projectNumber buckets.get answers: the project's when empty
 
@@ -61,6 +62,7 @@ def _handler(api: GoogleApi) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(data)
 
         def _operation(self, zone: str, target: str, kind: str = "insert") -> dict[str, Any]:
+            """An operation, done, in `zone` (projects/P/zones/Z) or projects/P/global."""
             name = f"op-{len(api.requests)}"
             return {
                 "kind": "compute#operation",
@@ -68,7 +70,7 @@ def _handler(api: GoogleApi) -> type[BaseHTTPRequestHandler]:
                 "operationType": kind,
                 "status": "DONE",
                 "progress": 100,
-                "zone": f"{api.url}/compute/v1/{zone}",
+                **({"zone": f"{api.url}/compute/v1/{zone}"} if "/zones/" in zone else {}),
                 "targetLink": target,
                 "insertTime": "2026-12-01T00:00:00.000-00:00",
                 "selfLink": f"{api.url}/compute/v1/{zone}/operations/{name}",
@@ -142,6 +144,15 @@ def _handler(api: GoogleApi) -> type[BaseHTTPRequestHandler]:
                     "creationTimestamp": "2026-12-01T00:00:00.000-00:00",
                 }
                 self._answer(200, self._operation(zone[1], f"{api.url}{path}/{name}"))
+            elif m := re.search(r"/(projects/[^/]+/global)/firewalls(?:/([^/]+))?$", path):
+                if method == "POST":
+                    api.firewalls[body["name"]] = body
+                    self._answer(200, self._operation(m[1], f"{api.url}{path}/{body['name']}"))
+                else:
+                    found = api.firewalls.get(m[2] or "")
+                    self._answer(200 if found else 404, found or {"error": {"code": 404}})
+            elif m := re.search(r"/(projects/[^/]+/global)/operations/[^/]+(/wait)?$", path):
+                self._answer(200, self._operation(m[1], ""))
             elif re.search(r"/operations/[^/]+(/wait)?$", path) and zone:
                 self._answer(200, self._operation(zone[1], ""))
             elif method == "GET" and (m := re.search(r"/instances/([^/]+)$", path)):
