@@ -132,6 +132,7 @@ src/{package}/data/splits.py
 src/{package}/data/tables.py
 src/{package}/data/uris.py
 src/{package}/evaluate.py
+src/{package}/export.py
 src/{package}/launch.py
 src/{package}/models/__init__.py
 src/{package}/models/cnn.py
@@ -149,6 +150,7 @@ src/{package}/training/checkpoint.py
 src/{package}/training/contract.py
 src/{package}/training/early_stopping.py
 src/{package}/training/fit.py
+src/{package}/training/formats.py
 src/{package}/training/loop.py
 src/{package}/training/outputs.py
 src/{package}/training/runtime.py
@@ -196,6 +198,7 @@ tests/test_configs.py
 tests/test_contract.py
 tests/test_data.py
 tests/test_ddp.py
+tests/test_export.py
 tests/test_framework_tasks.py
 tests/test_gpu.py
 tests/test_gpu_metrics.py

@@ -1,4 +1,4 @@
-"""Running the project here: install it, train, evaluate, cross-validate, sweep."""
+"""Running the project here: install it, train, evaluate, export, cross-validate, sweep."""
 
 from __future__ import annotations
 
@@ -147,6 +147,29 @@ def evaluate(c: Context, ckpt: str = "") -> None:
     if not Path(ckpt).exists():
         raise Exit(f"error: --ckpt {ckpt}: no such file or run directory", code=2)
     c.run(_module("evaluate", c, f"ckpt_path={shlex.quote(ckpt)}"), pty=_pty())
+
+
+@task(
+    help={
+        "run": "a run folder (its best checkpoint) or a checkpoint file",
+        "format": f"the model's format: {', '.join(framework.EXPORT_FORMATS)} (the default)",
+    }
+)
+def export(c: Context, run: str = "", format: str = "") -> None:
+    """Export a trained run as a model folder, RUN/model/, checked against the trained model."""
+    if not run:
+        raise Exit("error: invoke export needs --run RUN_DIR (or a checkpoint file)", code=2)
+    if not Path(run).exists():
+        raise Exit(f"error: --run {run}: no such run folder or checkpoint", code=2)
+    chosen = format or framework.EXPORT_FORMATS[0]
+    if chosen not in framework.EXPORT_FORMATS:
+        choices = ", ".join(framework.EXPORT_FORMATS)
+        raise Exit(f"error: --format {chosen!r}: this project exports {choices}", code=2)
+    done = c.run(
+        f"{PYTHON} -m {PACKAGE}.export {shlex.quote(run)} --format {chosen}", warn=True, pty=_pty()
+    )
+    if done is None or done.exited:
+        raise Exit(code=done.exited if done is not None else 1)
 
 
 @task(help={"folds": "number of folds, at least 2"})

@@ -297,10 +297,7 @@ def test_push_in_a_dry_run_makes_the_registry_and_pushes(cloud: str, tmp_path: P
     else:
         assert any(line.startswith("$ az acr show --name") for line in printed)
         # ACR names are global: the project's letters, and 8 hex digits of the subscription.
-        acr = (
-            "{{ cookiecutter.project_slug }}".replace("-", "")
-            + hashlib.sha256(b"0000").hexdigest()[:8]
-        )
+        acr = "{{ cookiecutter.project_slug }}".replace("-", "") + hashlib.sha256(b"0000").hexdigest()[:8]
         remote = f"{acr}.azurecr.io/{{ cookiecutter.project_slug }}"
     assert any(line.startswith(f"$ true push {remote}:") for line in printed), printed
 

@@ -10,6 +10,8 @@ from urllib.parse import urlsplit
 
 NAME = "PyTorch"
 IMPORT = "torch"  # the module `invoke --list` must never import
+# What `invoke export` offers: training/formats.py's FORMATS (tests check that they agree).
+EXPORT_FORMATS = ("pt2",)
 # torch==X from PyPI is the CUDA build on Linux (several GB); this index has the CPU build.
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 GPUS_HELP = "GPUs (or CPU processes) for DDP through torchrun; 1 runs a single process"

@@ -7,6 +7,8 @@ from typing import Any
 
 NAME = "TensorFlow"
 IMPORT = "tensorflow"  # the module `invoke --list` must never import
+# What `invoke export` offers: training/formats.py's FORMATS (tests check that they agree).
+EXPORT_FORMATS = ("saved_model",)
 GPUS_HELP = (
     "GPUs for MirroredStrategy in this one process (without a GPU: logical CPU devices); "
     "1 trains on one device"

@@ -84,7 +84,7 @@ def ensure(
                  f"--project={project}", f"--display-name={name} runs (invoke train)",
                  "--format=json"])  # fmt: skip
     role = role_id(name)
-    found = (
+    role_found = (
         cmd.run(
             ["gcloud", "iam", "roles", "describe", role, f"--project={project}", "--format=json"],
             check=False,
@@ -92,7 +92,7 @@ def ensure(
         if vms
         else None
     )
-    if found is not None and (found.returncode != 0 or cmd.dry_run):
+    if role_found is not None and (role_found.returncode != 0 or cmd.dry_run):
         cmd.run(["gcloud", "iam", "roles", "create", role, f"--project={project}",
                  f"--title={name} VMs delete themselves",
                  f"--permissions={','.join(SELF_DELETE_PERMISSIONS)}", "--stage=GA",
