@@ -32,6 +32,7 @@ benchmarks/gpu.py
 benchmarks/gpu_check.py
 benchmarks/gpu_common.py
 benchmarks/scaling.py
+benchmarks/serving.py
 cloud.toml
 cloud/__init__.py
 cloud/catalog.json
@@ -138,6 +139,12 @@ src/{package}/models/__init__.py
 src/{package}/models/cnn.py
 src/{package}/models/mlp.py
 src/{package}/prepare.py
+src/{package}/serve.py
+src/{package}/serving/__init__.py
+src/{package}/serving/batcher.py
+src/{package}/serving/http.py
+src/{package}/serving/metrics.py
+src/{package}/serving/model.py
 src/{package}/tracking/__init__.py
 src/{package}/tracking/exporter.py
 src/{package}/tracking/gpu_metrics.py
@@ -211,6 +218,7 @@ tests/test_managed_jobs.py
 tests/test_monitoring.py
 tests/test_resume.py
 tests/test_run_secrets.py
+tests/test_serve.py
 tests/test_shard_loader.py
 tests/test_shards.py
 tests/test_startup_script.py

@@ -4,7 +4,7 @@ Hydra overrides go after `--`: `invoke train -- model=cnn trainer.max_epochs=5`.
 Tasks import only the standard library, so `invoke --list` stays instant; the heavy imports
 happen in the processes they start.
 
-    run.py      setup, train (here, or --cloud=...), evaluate, export, crossval, sweep
+    run.py      setup, train (here, or --cloud=...), evaluate, export, serve, crossval, sweep
     dev.py      test, lint, format
     image.py    the training image: build, push (to a cloud's registry too), run, shell, lock
     remote_plan.py remote_run.py

@@ -1,0 +1,14 @@
+"""Serving an exported model (`python -m PACKAGE.serve`): one small HTTP server that speaks every
+managed endpoint's container contract and the Open Inference Protocol.
+
+    model.py     the model folder (invoke export): load it, check a request's inputs
+    batcher.py   concurrent requests run as one batch, within a latency bound
+    metrics.py   Prometheus: requests, errors and latency by route, batch sizes, classes,
+                 confidence
+    http.py      the routes (SageMaker, Vertex AI, Azure ML, KServe V2), readiness, draining
+
+Why the standard library's threaded HTTP server and not a framework: nothing to install beside
+the model's own framework (a small image), well under a millisecond of overhead per request on
+the default model, and every contract here is a handful of routes. The facts behind the routes:
+../shared/facts/monitoring-and-serving.md, Part 2.
+"""

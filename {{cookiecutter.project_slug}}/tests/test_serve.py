@@ -1,0 +1,309 @@
+"""`python -m PACKAGE.serve`: the exported model behind real HTTP, as each service calls it
+(SageMaker's /ping and /invocations, Vertex AI's AIP_* variables, KServe V2), its answers
+against the run's own test accuracy, bad requests, batching, metrics and draining."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import PACKAGE, PROJECT_ROOT, project_env, read_metrics
+from helpers.services import free_port
+
+from {{ cookiecutter.package_name }} import export as exporting
+
+
+@pytest.fixture(scope="module")
+def model(short_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run = Path(shutil.copytree(short_run, tmp_path_factory.mktemp("serve") / "run"))
+    return exporting.export(str(run))
+
+
+class Server:
+    def __init__(self, process: subprocess.Popen, port: int) -> None:
+        self.process, self.url = process, f"http://127.0.0.1:{port}"
+
+    def call(self, method: str, path: str, body: bytes | None = None,
+             headers: dict[str, str] | None = None) -> tuple[int, bytes]:  # fmt: skip
+        request = urllib.request.Request(self.url + path, body, headers or {}, method=method)
+        try:
+            with urllib.request.urlopen(request, timeout=60) as answer:
+                return answer.status, answer.read()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read()
+
+    def post(self, path: str, payload: object) -> tuple[int, dict]:
+        status, body = self.call("POST", path, json.dumps(payload).encode(),
+                                 {"Content-Type": "application/json"})  # fmt: skip
+        return status, json.loads(body)
+
+
+def start(model: Path, *args: str, port: int | None = None, **env: str) -> Server:
+    """The server in a process of its own; returns once it is ready (or fails the test)."""
+    port = port or free_port()
+    flags = ["--port", str(port)] if "AIP_HTTP_PORT" not in env else []
+    process = subprocess.Popen(
+        [sys.executable, "-m", f"{PACKAGE}.serve", "--model", str(model), *flags, *args],
+        cwd=PROJECT_ROOT, env=project_env(**env), stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    server = Server(process, int(env.get("AIP_HTTP_PORT", port)))
+    health = env.get("AIP_HEALTH_ROUTE", "/ping")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            if server.call("GET", health)[0] == 200:
+                return server
+        except OSError:
+            pass
+        time.sleep(0.1)
+    process.kill()
+    raise AssertionError(f"the server never got ready: {process.communicate()[0]}")
+
+
+def stop(server: Server) -> str:
+    server.process.send_signal(signal.SIGTERM)
+    output, _ = server.process.communicate(timeout=60)
+    assert server.process.returncode == 0, output
+    return output
+
+
+@pytest.fixture(scope="module")
+def server(model: Path) -> Iterator[Server]:
+    running = start(model)
+    yield running
+    stop(running)
+
+
+def test_invocations_reach_the_runs_test_accuracy(server: Server, model: Path) -> None:
+    """SageMaker's contract: /ping, then /invocations; the answers on the test split are the
+    trained model's (its test accuracy, to one input)."""
+    from omegaconf import OmegaConf
+
+    from {{ cookiecutter.package_name }}.data.sources import load
+
+    card = json.loads((model / "model.json").read_text())
+    splits = load(OmegaConf.create(card["run"]["config"]).data)
+    correct = 0
+    for start_at in range(0, len(splits.test), 100):
+        chunk = splits.test.x[start_at : start_at + 100]
+        status, answer = server.post("/invocations", {"instances": chunk.tolist()})
+        assert status == 200, answer
+        predicted = [p["class"] for p in answer["predictions"]]
+        wanted = [str(label) for label in splits.test.y[start_at : start_at + 100]]
+        correct += sum(p == w for p, w in zip(predicted, wanted, strict=True))
+    accuracy = correct / len(splits.test)
+    run_accuracy = read_metrics(model.parent)["test/accuracy"]
+    assert accuracy == pytest.approx(run_accuracy, abs=1.5 / len(splits.test))
+    one = answer["predictions"][0]
+    assert set(one) == {"class", "confidence", "probabilities"}
+    assert one["confidence"] == pytest.approx(max(one["probabilities"]), abs=1e-6)
+
+
+def test_v2_infer_gives_the_trained_models_logits_in_json_and_binary(
+    server: Server, model: Path
+) -> None:
+    parity = np.load(model / "parity.npz")
+    x, expected = parity["x"][:5], parity["logits"][:5]
+    tensor = {"name": "input", "shape": list(x.shape), "datatype": "FP32"}
+    request = {"id": "r1", "inputs": [{**tensor, "data": x.ravel().tolist()}]}
+    status, answer = server.post("/v2/models/model/infer", request)
+    assert status == 200, answer
+    logits = next(o for o in answer["outputs"] if o["name"] == "logits")
+    assert logits["shape"] == list(expected.shape) and answer["id"] == "r1"
+    assert np.allclose(np.reshape(logits["data"], logits["shape"]), expected, atol=1e-4)
+    # The binary tensor extension, as tritonclient sends by default: a JSON header, then bytes.
+    sized = {**tensor, "parameters": {"binary_data_size": x.nbytes}}
+    header = json.dumps({"inputs": [sized]}).encode()
+    status, body = server.call(
+        "POST", "/v2/models/model/infer", header + x.astype(np.float32).tobytes(),
+        {"Inference-Header-Content-Length": str(len(header)),
+         "Content-Type": "application/octet-stream"},
+    )  # fmt: skip
+    assert status == 200, body
+    binary = json.loads(body)["outputs"][0]
+    assert np.allclose(np.reshape(binary["data"], binary["shape"]), expected, atol=1e-4)
+    status, metadata = server.call("GET", "/v2/models/model")
+    assert status == 200
+    assert json.loads(metadata)["inputs"][0]["shape"] == [-1, *x.shape[1:]]
+    assert server.call("GET", "/v2/health/live")[0] == server.call("GET", "/v2/health/ready")[0]
+
+
+BAD_REQUESTS = {  # id: (body, status, the start of the error line)
+    "not-json": (b"instances=1", 400, "the body is not JSON"),
+    "no-instances": (b'{"inputs": []}', 400, 'the body must be a JSON object with "instances"'),
+    "empty": (b'{"instances": []}', 400, '"instances" must be a non-empty list'),
+    "wrong-shape": (b'{"instances": [[1, 2, 3]]}', 400, "instance 0 has shape [3]: each input"),
+    "text": (json.dumps({"instances": [["a"] * 64]}).encode(), 400, "instance 0 is not all"),
+    "ragged": (b'{"instances": [[[1], [2, 3]]]}', 400, "instance 0 is not all numbers"),
+    "nan": (b'{"instances": [[' + b",".join([b"NaN"] * 64) + b"]]}", 400, "instance 0 holds NaN"),
+    "too-many": (json.dumps({"instances": [[0.0] * 64] * 1025}).encode(), 413, "1025 instances"),
+}
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "message"), BAD_REQUESTS.values(), ids=BAD_REQUESTS.keys()
+)
+def test_a_bad_request_is_a_4xx_with_one_line_and_the_server_goes_on(
+    server: Server, body: bytes, status: int, message: str
+) -> None:
+    got, answer = server.call("POST", "/invocations", body, {"Content-Type": "application/json"})
+    assert got == status
+    error = json.loads(answer)["error"]
+    assert error.startswith(message) and "\n" not in error, error
+    assert server.post("/invocations", {"instances": [[0.0] * 64]})[0] == 200
+
+
+def test_vertex_ai_runs_it_by_its_variables(model: Path) -> None:
+    """Vertex AI's contract: the port and both routes from AIP_* (no --port)."""
+    port = free_port()
+    base = "/v1/endpoints/123/deployedModels/456"
+    vertex = start(model, AIP_HTTP_PORT=str(port), AIP_HEALTH_ROUTE=base,
+                   AIP_PREDICT_ROUTE=f"{base}:predict")  # fmt: skip
+    try:
+        status, answer = vertex.post(f"{base}:predict", {"instances": [[0.5] * 64] * 3})
+        assert status == 200 and len(answer["predictions"]) == 3
+    finally:
+        stop(vertex)
+
+
+def test_concurrent_requests_share_batches_and_are_counted(model: Path) -> None:
+    batching = start(model, "--max-delay-ms", "100")
+    try:
+        parity = np.load(model / "parity.npz")
+        answers: list[tuple[int, dict]] = [(0, {})] * 16
+
+        def ask(index: int) -> None:
+            answers[index] = batching.post("/predict", {"instances": [parity["x"][index].tolist()]})
+
+        threads = [threading.Thread(target=ask, args=(i,)) for i in range(16)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for index, (status, answer) in enumerate(answers):
+            assert status == 200, answer
+            expected = str(int(parity["logits"][index].argmax()))
+            assert answer["predictions"][0]["class"] == expected
+        text = batching.call("GET", "/metrics")[1].decode()
+        batches = next(float(line.split()[-1]) for line in text.splitlines()
+                       if line.startswith("inference_batch_size_count"))  # fmt: skip
+        assert 1 <= batches < 16, "16 requests at once ran in fewer batches"
+        assert 'inference_requests_total{code="200",route="/predict"} 16.0' in text
+        assert "inference_top_confidence_bucket" in text and "inference_predicted_class" in text
+    finally:
+        stop(batching)
+
+
+def test_sigterm_lets_a_request_in_flight_finish(model: Path) -> None:
+    """A request whose body is still arriving when SIGTERM comes is answered; then the server
+    stops, exit status 0."""
+    import socket
+
+    server = start(model)
+    body = json.dumps({"instances": [[0.1] * 64]}).encode()
+    port = int(server.url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+        head = (f"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()  # fmt: skip
+        sock.sendall(head + body[:10])
+        time.sleep(0.5)  # the handler is reading the body: in flight
+        server.process.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        sock.sendall(body[10:])
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    output, _ = server.process.communicate(timeout=60)
+    assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
+    assert b'"predictions"' in answer
+    assert server.process.returncode == 0 and "drained (0 requests still in flight)" in output
+
+
+def test_a_missing_model_folder_is_one_line(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", f"{PACKAGE}.serve", "--model", str(tmp_path)],
+        cwd=PROJECT_ROOT, env=project_env(), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"error: no model folder with a model.json at {tmp_path}")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "error: invoke serve needs --model DIR"),
+        (["--model", "nowhere"], "error: --model nowhere: no model.json there"),
+        (["--model", "MODEL", "--port", "70000"], "error: --port 70000: a port goes up to 65535"),
+    ],
+    ids=["no-model", "not-a-model", "bad-port"],
+)
+def test_bad_serve_commands_get_one_line(model: Path, args: list[str], message: str) -> None:
+    from conftest import invoke_cli
+
+    done = invoke_cli("serve", *[str(model) if arg == "MODEL" else arg for arg in args])
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(message), line
+
+
+def test_invoke_serve_serves_the_model(model: Path) -> None:
+    """As a user types it; SIGTERM to its process group (as a terminal's close would) ends the
+    server too: its port closes."""
+    import os
+
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "invoke", "serve", "--model", str(model), "--port", str(port)],
+        cwd=PROJECT_ROOT, env=project_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+    server = Server(process, port)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if server.call("GET", "/ping")[0] == 200:
+                    break
+            except OSError:
+                time.sleep(0.1)
+        status, answer = server.post("/invocations", {"instances": [[0.2] * 64]})
+        assert status == 200 and answer["predictions"][0]["class"] in [str(d) for d in range(10)]
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.communicate(timeout=60)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            server.call("GET", "/ping")
+        except OSError:
+            return  # nothing listens any more
+        time.sleep(0.1)
+    raise AssertionError("the server outlived invoke serve's SIGTERM")
+
+
+def test_the_serving_benchmark_prints_its_table(model: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "benchmarks/serving.py", "--model", str(model), "--calls", "5"],
+        cwd=PROJECT_ROOT, env=project_env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = [line.split() for line in done.stdout.splitlines()]
+    names = [" ".join(row[:-4]) for row in rows[1:5]]
+    assert names == ["in process, 1 input", "server, 1 clients", "server, 8 clients",
+                     "server, 32 clients"]  # fmt: skip
+    assert all(float(value) > 0 for row in rows[1:5] for value in row[-4:-1])
+    assert [row[-1] for row in rows[1:5]] == ["0"] * 4, "no request failed"
+    assert "server overhead at p50, 1 client:" in done.stdout
