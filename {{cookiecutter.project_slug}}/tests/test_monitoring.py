@@ -244,7 +244,10 @@ def test_alert_rules_check_and_fire_on_synthetic_series() -> None:
     firing = {
         case.alertname for test in tested.tests for case in test.alert_rule_test if case.exp_alerts
     }
-    assert names == firing == {"TrainingStalled", "GpuIdleWhileTraining", "CheckpointStale"}
+    assert names == firing == {
+        "TrainingStalled", "GpuIdleWhileTraining", "CheckpointStale",
+        "ServingErrors", "ServingSlow", "PredictionDrift", "InputDrift",
+    }  # fmt: skip
 
 
 @pytest.mark.needs("prometheus")

@@ -231,6 +231,36 @@ def test_sigterm_lets_a_request_in_flight_finish(model: Path) -> None:
     assert server.process.returncode == 0 and "drained (0 requests still in flight)" in output
 
 
+def gauge(server: Server, name: str) -> float:
+    text = server.call("GET", "/metrics")[1].decode()
+    return next(float(line.split()[-1]) for line in text.splitlines() if line.startswith(name))
+
+
+def test_shifted_inputs_move_the_drift_gauges_past_the_alerts_threshold(model: Path) -> None:
+    """The test split looks like validation (PSI low); the same inputs shifted by 3 standard
+    deviations do not (PSI past 0.25, where monitoring/alerts.yml's drift alerts fire)."""
+    from omegaconf import OmegaConf
+
+    from {{ cookiecutter.package_name }}.data.sources import load
+
+    card = json.loads((model / "model.json").read_text())
+    test_x = load(OmegaConf.create(card["run"]["config"]).data).test.x
+    fresh = start(model)
+    try:
+        assert fresh.post("/invocations", {"instances": test_x.tolist()})[0] == 200
+        assert gauge(fresh, "inference_drift_window_inputs") == len(test_x)
+        calm_inputs = gauge(fresh, "inference_input_psi")
+        calm_predictions = gauge(fresh, "inference_prediction_psi")
+        shifted = test_x + 3 * test_x.std()
+        for _ in range(6):  # fill the window (1,000 inputs) with shifted ones
+            assert fresh.post("/invocations", {"instances": shifted.tolist()})[0] == 200
+        assert calm_inputs < 0.1, calm_inputs
+        assert gauge(fresh, "inference_input_psi") > 0.25 > calm_inputs
+        assert gauge(fresh, "inference_prediction_psi") > max(0.25, 3 * calm_predictions)
+    finally:
+        stop(fresh)
+
+
 def test_a_missing_model_folder_is_one_line(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", f"{PACKAGE}.serve", "--model", str(tmp_path)],

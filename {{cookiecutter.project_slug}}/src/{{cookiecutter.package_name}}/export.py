@@ -6,8 +6,9 @@ RUN is a run folder (its best checkpoint) or a checkpoint file. The folder, `RUN
   model.json     what it takes and gives (input shape and dtype, class names), the preprocessing
                  the inputs must have had, the run it came from (config, metrics, checkpoint,
                  data fingerprint, git commit) and the parity check it passed
-  reference.npz  the validation split's inputs' per-feature quantile bins, predicted-class counts
-                 and top-confidence histogram: what live traffic is compared with for drift
+  reference.npz  the validation split's inputs' per-feature decile bins (edges and shares),
+                 predicted-class counts and top-confidence histogram: what live traffic is
+                 compared with for drift (serving/drift.py)
   parity.npz     a fixed batch of validation inputs and the trained model's logits for them
 
 The exported model must give the trained model's logits on that batch within the tolerance
@@ -52,13 +53,25 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     return shifted / shifted.sum(axis=1, keepdims=True)
 
 
+def feature_bins(x: np.ndarray, quantiles: np.ndarray) -> np.ndarray:
+    """Each input's bin (0-9) per feature: how many of the feature's inner decile edges it
+    reaches. Tied values (a pixel that is mostly 0) land in one bin, here and when serving."""
+    flat = x.reshape(len(x), -1)[:, : len(quantiles)]
+    return (flat[:, :, None] >= quantiles[None, :, 1:-1]).sum(axis=2)
+
+
 def reference(x: np.ndarray, logits: np.ndarray, num_classes: int) -> dict[str, Any]:
     """The validation split's distributions, for drift: per-feature decile edges (the first
-    MAX_FEATURES features, flattened), predicted-class counts, top-confidence histogram."""
+    MAX_FEATURES features, flattened) and the share of inputs in each bin they make,
+    predicted-class counts, top-confidence histogram."""
     flat = x.reshape(len(x), -1)[:, :MAX_FEATURES].astype(np.float64)
     probabilities = softmax(logits.astype(np.float64))
+    quantiles = np.quantile(flat, QUANTILES, axis=0).T  # (features, 11)
+    bins = feature_bins(flat, quantiles)
+    shares = np.stack([np.bincount(column, minlength=10) for column in bins.T]) / len(flat)
     return {
-        "feature_quantiles": np.quantile(flat, QUANTILES, axis=0).T,  # (features, 11)
+        "feature_quantiles": quantiles,
+        "feature_bin_shares": shares,  # (features, 10)
         "class_counts": np.bincount(probabilities.argmax(1), minlength=num_classes),
         "confidence_edges": CONFIDENCE_BINS,
         "confidence_counts": np.histogram(probabilities.max(1), CONFIDENCE_BINS)[0],

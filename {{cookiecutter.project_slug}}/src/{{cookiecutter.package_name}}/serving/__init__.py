@@ -4,7 +4,7 @@ managed endpoint's container contract and the Open Inference Protocol.
     model.py     the model folder (invoke export): load it, check a request's inputs
     batcher.py   concurrent requests run as one batch, within a latency bound
     metrics.py   Prometheus: requests, errors and latency by route, batch sizes, classes,
-                 confidence
+                 confidence, and drift.py's PSI of inputs and predictions
     http.py      the routes (SageMaker, Vertex AI, Azure ML, KServe V2), readiness, draining
 
 Why the standard library's threaded HTTP server and not a framework: nothing to install beside

@@ -33,6 +33,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ..export import softmax
 from .batcher import Batcher
+from .drift import Drift
 from .metrics import ServingMetrics
 from .model import RequestError, ServedModel, as_batch, load
 
@@ -63,6 +64,7 @@ class ModelServer(ThreadingHTTPServer):
         self.model: ServedModel | None = None
         self.batcher: Batcher | None = None
         self.metrics: ServingMetrics | None = None
+        self.drift: Drift | None = None
         self.draining = False
         self.load_error = ""
         self._in_flight = 0
@@ -81,6 +83,9 @@ class ModelServer(ThreadingHTTPServer):
             log.error("cannot load the model: %s", self.load_error)
             return
         self.metrics = ServingMetrics(model.classes)
+        if (folder / "reference.npz").is_file():
+            self.drift = Drift(folder / "reference.npz", len(model.classes))
+            self.metrics.watch_drift(self.drift)
         self.batcher = Batcher(
             model.predict, max_batch, max_delay, self.metrics.batch_size.observe, self._predicting
         )
@@ -220,8 +225,9 @@ class Handler(BaseHTTPRequestHandler):
             raise RequestError(400, 'the body is not JSON: send {"instances": [...]}') from None
         if not isinstance(request, dict) or "instances" not in request:
             raise RequestError(400, 'the body must be a JSON object with "instances": [...]')
-        probabilities = softmax(self._logits(as_batch(request["instances"], model.shape)))
-        self._observe(probabilities)
+        inputs = as_batch(request["instances"], model.shape)
+        probabilities = softmax(self._logits(inputs))
+        self._observe(inputs, probabilities)
         classes = model.classes
         return 200, {
             "predictions": [
@@ -253,7 +259,7 @@ class Handler(BaseHTTPRequestHandler):
         inputs = as_batch(list(data.reshape(shape[0], -1)), model.shape)
         logits = self._logits(inputs)
         probabilities = softmax(logits)
-        self._observe(probabilities)
+        self._observe(inputs, probabilities)
         return 200, {
             "model_name": self.server.name,
             "id": request.get("id", ""),
@@ -275,9 +281,11 @@ class Handler(BaseHTTPRequestHandler):
                         {"name": "probabilities", "datatype": "FP32", "shape": [-1, classes]}],
         }  # fmt: skip
 
-    def _observe(self, probabilities: np.ndarray) -> None:
+    def _observe(self, inputs: np.ndarray, probabilities: np.ndarray) -> None:
         if self.server.metrics is not None:
             self.server.metrics.observe_predictions(probabilities)
+        if self.server.drift is not None:
+            self.server.drift.observe(inputs, probabilities.argmax(1))
 
 
 def serve(

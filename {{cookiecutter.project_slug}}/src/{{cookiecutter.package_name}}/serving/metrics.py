@@ -1,15 +1,17 @@
 """The server's Prometheus metrics, on its own registry (served at /metrics).
 
 Requests, errors and latency by route and status code (RED), the batches the model ran, the
-predicted classes (only for up to MAX_CLASS_LABELS classes: a label per class must stay few)
-and the top confidence of each prediction. Names follow Prometheus's conventions: a unit
-suffix, `_total` on counters.
+predicted classes (only for up to MAX_CLASS_LABELS classes: a label per class must stay few),
+the top confidence of each prediction, and drift against the export's reference (drift.py).
+Names follow Prometheus's conventions: a unit suffix, `_total` on counters.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from .drift import Drift
 
 MAX_CLASS_LABELS = 100
 # 0.5 ms to 10 s: the server's own overhead up to a slow model on a large batch.
@@ -45,6 +47,18 @@ class ServingMetrics:
             buckets=CONFIDENCE_BUCKETS, registry=self.registry,
         )  # fmt: skip
         self.ready = Gauge("inference_ready", "1 once the model answers", registry=self.registry)
+
+    def watch_drift(self, drift: Drift) -> None:
+        """Gauges computed from `drift` at each scrape."""
+        for name, text, value in (
+            ("inference_prediction_psi", "PSI of the predicted classes against validation's",
+             drift.prediction_psi),
+            ("inference_input_psi", "PSI of the inputs' decile bins against validation's, "
+             "averaged over features", drift.input_psi),
+            ("inference_drift_window_inputs", "Inputs the PSI gauges are taken over",
+             drift.count),
+        ):  # fmt: skip
+            Gauge(name, text, registry=self.registry).set_function(value)
 
     def observe_predictions(self, probabilities: np.ndarray) -> None:
         chosen = probabilities.argmax(1)

@@ -1,0 +1,66 @@
+"""Drift: how far the last WINDOW inputs and predictions have moved from the validation split's
+(the export's reference.npz), as the population stability index.
+
+PSI = sum over bins of (p - q) * ln(p / q), p the window's share of a bin and q the reference's.
+Its rule of thumb (an industry convention, not a test): under 0.1 stable, 0.1 to 0.25 a moderate
+shift, over 0.25 a significant one. Predictions: over the predicted classes. Inputs: over each
+feature's decile bins, averaged over the features. Computed when /metrics is scraped.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from pathlib import Path
+
+import numpy as np
+
+from ..export import feature_bins
+
+WINDOW = 1000  # the inputs the statistics are taken over: the newest ones
+SMOOTH = 1e-4  # an empty bin's share, so that ln stays finite
+
+
+def psi(window: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """PSI of shares `window` against `reference` along the last axis."""
+    p = np.clip(window, SMOOTH, None)
+    q = np.clip(reference, SMOOTH, None)
+    return ((p - q) * np.log(p / q)).sum(axis=-1)
+
+
+class Drift:
+    def __init__(self, reference_file: Path, num_classes: int) -> None:
+        with np.load(reference_file) as reference:
+            self.quantiles = reference["feature_quantiles"]
+            self.bin_shares = reference["feature_bin_shares"]
+            counts = reference["class_counts"].astype(np.float64)
+        self.class_shares = counts / max(counts.sum(), 1.0)
+        self.num_classes = num_classes
+        self._bins: deque[np.ndarray] = deque(maxlen=WINDOW)  # per input: its bin per feature
+        self._classes: deque[int] = deque(maxlen=WINDOW)
+        self._lock = threading.Lock()
+
+    def observe(self, inputs: np.ndarray, predicted: np.ndarray) -> None:
+        bins = feature_bins(inputs.astype(np.float64), self.quantiles).astype(np.int8)
+        with self._lock:
+            self._bins.extend(bins)
+            self._classes.extend(int(c) for c in predicted)
+
+    def count(self) -> int:
+        return len(self._classes)
+
+    def prediction_psi(self) -> float:
+        with self._lock:
+            classes = np.fromiter(self._classes, dtype=np.int64)
+        if not len(classes):
+            return 0.0
+        shares = np.bincount(classes, minlength=self.num_classes) / len(classes)
+        return float(psi(shares, self.class_shares))
+
+    def input_psi(self) -> float:
+        with self._lock:
+            if not self._bins:
+                return 0.0
+            bins = np.stack(self._bins)
+        shares = (bins[:, :, None] == np.arange(10)[None, None, :]).mean(axis=0)
+        return float(psi(shares, self.bin_shares).mean())
