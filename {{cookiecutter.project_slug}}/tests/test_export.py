@@ -64,7 +64,7 @@ def test_export_writes_a_model_that_gives_the_runs_test_accuracy(run: Path) -> N
     [
         ([], "error: invoke export needs --run RUN_DIR (or a checkpoint file)"),
         (["--run", "nowhere"], "error: --run nowhere: no such run folder or checkpoint"),
-        (["--format", "torchscript"], "error: --format 'torchscript': this project exports "),
+        (["--format", "pickle"], "error: --format 'pickle': this project exports "),
     ],
     ids=["no-run", "missing-run", "unknown-format"],
 )

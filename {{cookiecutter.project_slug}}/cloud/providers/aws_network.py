@@ -66,7 +66,7 @@ def ensure_security_group(settings: dict[str, Any], cmd: Commands) -> str:
     found = json.loads(done.stdout)["SecurityGroups"]
     if found:
         return str(found[0]["GroupId"])
-    tags = f"ResourceType=security-group,Tags=[{{{MANAGED_TAG}}}]"
+    tags = "ResourceType=security-group,Tags=[{" + MANAGED_TAG + "}]"
     made = cmd.run(
         aws_cli(settings, "ec2", "create-security-group", "--group-name", name,
                 "--description", f"{settings['project_name']} runs: no inbound",

@@ -14,6 +14,7 @@ from typing import Any
 from ..commands import CloudError, Commands
 from ..plan import DISK_GB, LABEL_PREFIX, Plan
 from ..settings import NEEDED
+from .azure_network import bastion_prefix, monitor_rules, nsg_name
 
 
 def _az(*args: str) -> list[str]:
@@ -120,7 +121,7 @@ def create_commands(plan: Plan, script: str, bastion_prefix: str = "") -> list[l
         "Delete",
         "--nic-delete-option",
         "Delete",
-        *(["--nsg", _nsg(plan)] if plan.monitor else ["--nsg-rule", "NONE"]),  # no inbound port
+        *(["--nsg", nsg_name(plan)] if plan.monitor else ["--nsg-rule", "NONE"]),  # no inbound port
         "--admin-username",
         "trainer",
         "--generate-ssh-keys",
@@ -142,58 +143,8 @@ def create_commands(plan: Plan, script: str, bastion_prefix: str = "") -> list[l
     group_create = _az(
         "group", "create", "--name", group, "--location", plan.region, "--tags", *tags(plan)
     )
-    rules = monitor_rules(plan, bastion_prefix) if plan.monitor else []
+    rules = monitor_rules(plan, bastion_prefix, tags(plan)) if plan.monitor else []
     return [group_create, *rules, vm, *_cap(plan)]
-
-
-def _nsg(plan: Plan) -> str:
-    return f"{plan.run_id}-nsg"
-
-
-def monitor_rules(plan: Plan, bastion_prefix: str) -> list[list[str]]:
-    """--monitor: the VM's network security group, in which the Bastion's subnet, and nothing
-    else, reaches the metrics ports. Azure's default rules let every VM of the virtual network
-    in (AllowVnetInBound, priority 65000); these come first. No other port is opened."""
-    from ..vm import exporters
-
-    ports = [str(port) for port in exporters.ports(plan.offer.count if plan.offer else 0).values()]
-    nsg, group = _nsg(plan), plan.run_id
-    rule = [
-        "network",
-        "nsg",
-        "rule",
-        "create",
-        "--resource-group",
-        group,
-        "--nsg-name",
-        nsg,
-        "--direction",
-        "Inbound",
-        "--protocol",
-        "Tcp",
-        "--destination-port-ranges",
-        *ports,
-    ]
-    return [
-        _az("network", "nsg", "create", "--resource-group", group, "--name", nsg,
-            "--location", plan.region, "--tags", *tags(plan)),
-        _az(*rule, "--name", "invoke-monitor-bastion", "--priority", "100", "--access", "Allow",
-            "--source-address-prefixes", bastion_prefix),
-        _az(*rule, "--name", "invoke-monitor-deny", "--priority", "110", "--access", "Deny",
-            "--source-address-prefixes", "*"),
-    ]  # fmt: skip
-
-
-def bastion_prefix(settings: dict[str, Any], cmd: Commands) -> str:
-    """The address range of AzureBastionSubnet, where the Bastion's tunnels come from: the
-    subnet of that fixed name in the virtual network of cloud.toml's `subnet`."""
-    network = settings["subnet"].rsplit("/subnets/", 1)[0]
-    done = cmd.run(
-        ["az", "network", "vnet", "subnet", "show", "--ids",
-         f"{network}/subnets/AzureBastionSubnet", "--query", "addressPrefix", "--output", "tsv"],
-        dry_answer="<AzureBastionSubnet range>",
-    )  # fmt: skip
-    return done.stdout.strip()
 
 
 def _cap(plan: Plan) -> list[list[str]]:

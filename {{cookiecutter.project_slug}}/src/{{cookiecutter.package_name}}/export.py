@@ -2,7 +2,7 @@
 
 RUN is a run folder (its best checkpoint) or a checkpoint file. The folder, `RUN/model/`, holds:
 
-  the model in the project's format (training/formats.py: torch.export's .pt2, or a SavedModel)
+  the model, in the framework's own format for serving (training/formats.py says which)
   model.json     what it takes and gives (input shape and dtype, class names), the preprocessing
                  the inputs must have had, the run it came from (config, metrics, checkpoint,
                  data fingerprint, git commit) and the parity check it passed

@@ -32,6 +32,7 @@ import numpy as np
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ..export import softmax
+from . import v2
 from .batcher import Batcher
 from .drift import Drift
 from .metrics import ServingMetrics
@@ -41,8 +42,6 @@ log = logging.getLogger(__name__)
 MAX_BODY = 6 * 1024 * 1024  # bytes: SageMaker's real-time payload limit
 ANSWER_WITHIN = 55.0  # seconds: SageMaker waits 60 for an answer
 DRAIN_FOR = 25.0  # seconds after SIGTERM: SageMaker kills 30 s after it
-V2_TYPES = {"FP32": np.float32, "FP64": np.float64, "FP16": np.float16, "INT64": np.int64,
-            "INT32": np.int32}  # fmt: skip
 
 
 class Routes:
@@ -178,7 +177,7 @@ class Handler(BaseHTTPRequestHandler):
             body = generate_latest(metrics.registry) if metrics is not None else b""
             self._send(200, body, CONTENT_TYPE_LATEST)
         elif path == f"/v2/models/{server.name}" and server.model is not None:
-            self._json(200, self._v2_metadata(server.model))
+            self._json(200, v2.metadata(server.name, server.model))
         elif path == "/v2":
             self._json(200, {"name": server.name, "version": "1", "extensions": []})
         else:
@@ -240,46 +239,13 @@ class Handler(BaseHTTPRequestHandler):
     def _v2_infer(self) -> tuple[int, Any]:
         body = self._body()
         model = self._usable()
-        header_length = self.headers.get("Inference-Header-Content-Length")
-        split = int(header_length) if header_length else len(body)
-        try:
-            request = json.loads(body[:split])
-            (tensor,) = request["inputs"]
-            datatype, shape = tensor["datatype"], [int(d) for d in tensor["shape"]]
-        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError):
-            raise RequestError(400, 'the body must be V2 JSON: {"inputs": [one tensor]}') from None
-        if datatype not in V2_TYPES:
-            raise RequestError(400, f"datatype {datatype!r}: send one of {', '.join(V2_TYPES)}")
-        if header_length:
-            data = np.frombuffer(body[split:], dtype=V2_TYPES[datatype])
-        else:
-            data = np.asarray(tensor.get("data"), dtype=V2_TYPES[datatype])
-        if data.size != int(np.prod(shape)) or not shape:
-            raise RequestError(400, f"shape {shape} does not hold the {data.size} values sent")
-        inputs = as_batch(list(data.reshape(shape[0], -1)), model.shape)
+        inputs, request_id = v2.parse_infer(
+            body, self.headers.get("Inference-Header-Content-Length"), model.shape
+        )
         logits = self._logits(inputs)
         probabilities = softmax(logits)
         self._observe(inputs, probabilities)
-        return 200, {
-            "model_name": self.server.name,
-            "id": request.get("id", ""),
-            "outputs": [
-                {"name": "logits", "datatype": "FP32", "shape": list(logits.shape),
-                 "data": logits.astype(np.float32).ravel().tolist()},
-                {"name": "probabilities", "datatype": "FP32", "shape": list(logits.shape),
-                 "data": probabilities.astype(np.float32).ravel().tolist()},
-            ],
-        }  # fmt: skip
-
-    def _v2_metadata(self, model: ServedModel) -> dict[str, Any]:
-        classes = len(model.classes)
-        return {
-            "name": self.server.name,
-            "platform": model.card["framework"]["name"],
-            "inputs": [{"name": "input", "datatype": "FP32", "shape": [-1, *model.shape]}],
-            "outputs": [{"name": "logits", "datatype": "FP32", "shape": [-1, classes]},
-                        {"name": "probabilities", "datatype": "FP32", "shape": [-1, classes]}],
-        }  # fmt: skip
+        return 200, v2.infer_answer(self.server.name, request_id, logits, probabilities)
 
     def _observe(self, inputs: np.ndarray, probabilities: np.ndarray) -> None:
         if self.server.metrics is not None:
