@@ -45,8 +45,11 @@ def test_the_gpu_check_rehearses_every_step_on_a_cpu(tmp_path: Path) -> None:
     rows = report["benchmark"]["rows"]
     assert [row["data"] for row in rows] == ["in memory", "streamed"]
     for row in rows:
-        ratio = row["trainer_samples_per_s"] / row["bare_samples_per_s"]
-        assert row["trainer_over_bare"] == pytest.approx(ratio, rel=1e-3)
+        # The report rounds samples/s to 0.1 and the ratio (of the unrounded rates) to 1e-4: at
+        # the low rates of a loaded CPU, the rounded rates' ratio can differ by more than 1e-3.
+        ours, bare = row["trainer_samples_per_s"], row["bare_samples_per_s"]
+        low, high = (ours - 0.05) / (bare + 0.05), (ours + 0.05) / (bare - 0.05)
+        assert low - 5e-5 <= row["trainer_over_bare"] <= high + 5e-5, row
         assert row["gpu_busy_trainer_pct"] is None
     assert report["targets"] == [], "a rehearsal measures no target"
     text = (tmp_path / "report.txt").read_text()
