@@ -27,8 +27,10 @@ DEVICE = TEMPLATE_DIR / ".cache" / "device"
 ANSWERS = {"framework": "pytorch", "tracking": "none"}
 # Imported by the training code and its GPU tests, missing from the lent machine's image (its
 # package list: ../.library/device/KINDS.md), at the versions of the project's CPU lock;
-# antlr4's runtime exists only as source, so its wheel is built here.
+# antlr4's runtime exists only as source, so its wheel is built here. invoke is a dev requirement
+# (no lock holds it) that three test modules import, so pytest cannot collect without it.
 WHEELS = ["hydra-core", "omegaconf", "tqdm"]
+UNLOCKED = ["invoke==3.0.3"]
 SOURCE_ONLY = ["antlr4-python3-runtime"]
 RUN = """#!/usr/bin/env bash
 # On the GPU machine: the wheels beside the machine's packages, then the project's GPU check.
@@ -38,6 +40,7 @@ python3 -m pip install --quiet --no-index --no-deps --no-compile --no-cache-dir 
   --target /tmp/gpu-check-site "$here"/wheels/*.whl
 export PYTHONPATH=/tmp/gpu-check-site PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+echo "$(nproc) CPUs; C compiler: $(cc --version 2>/dev/null | head -1 || echo none)"
 cd "$here/project"
 python3 benchmarks/gpu_check.py --out "${OUT:-/tmp}/gpu-check"
 """
@@ -67,7 +70,7 @@ def main() -> None:
     subprocess.run(
         [*pip, "download", "--no-deps", "--only-binary=:all:", "--implementation=cp",
          f"--python-version={args.python_version}", "--platform=manylinux2014_x86_64",
-         f"--dest={wheels}", *(pinned[name] for name in WHEELS)],
+         f"--dest={wheels}", *(pinned[name] for name in WHEELS), *UNLOCKED],
         check=True,
     )  # fmt: skip
     built = [pinned[name] for name in SOURCE_ONLY]

@@ -39,8 +39,15 @@ def arguments(doc: str) -> argparse.Namespace:
     parser.add_argument(
         "--epochs", type=int, default=0, help="default 4 (quick: 2); the first is the warm-up"
     )
+    parser.add_argument(
+        "--channels", default="", help="the CNN's widths; default 128,256 (quick: 32,64)"
+    )
     parser.add_argument("--json", default="", help="also write the rows to this JSON file")
     args = parser.parse_args()
+    # Wide enough that a step's kernels outlast the host's work for it on a large GPU: what
+    # "compute-bound" means here (the default CNN's 32,64 leaves an H100 waiting for the host).
+    widths = args.channels or ("32,64" if args.quick else "128,256")
+    args.channels = [int(width) for width in widths.split(",")]
     args.samples = args.samples or (256 if args.quick else 40_000)
     args.epochs = args.epochs or (2 if args.quick else 4)
     args.batch_size = args.batch_size or (64 if args.quick else 512)
@@ -67,6 +74,7 @@ def config(args: argparse.Namespace, compiled: bool) -> Any:
         f"trainer.precision={args.precision}", f"trainer.compile={str(compiled).lower()}",
         f"trainer.max_epochs={args.epochs}",
         "trainer.progress_bar=false", "model=cnn", f"data.batch_size={args.batch_size}",
+        f"model.channels=[{','.join(map(str, args.channels))}]",
         "callbacks.early_stopping=null", "logger=jsonl",
     ]  # fmt: skip
     register()  # the typed schema the configs build on
@@ -105,8 +113,8 @@ def print_table(title: str, compiler: str, args: argparse.Namespace, rows: list[
     """The table: one row per data source and compile setting, the Trainer beside the bare loop."""
     shape = "x".join(map(str, SAMPLE))
     print(
-        f"\n{title}, {args.precision}, CNN, batch {args.batch_size}, {args.samples} samples of "
-        f"{shape}; medians of epochs 2-{args.epochs}"
+        f"\n{title}, {args.precision}, CNN {args.channels}, batch {args.batch_size}, "
+        f"{args.samples} samples of {shape}; medians of epochs 2-{args.epochs}"
     )
     print(
         f"{'data':<10} {compiler:<8} {'bare samples/s':>15} {'Trainer samples/s':>18} "
@@ -133,6 +141,7 @@ def write_json(path: str, title: str, args: argparse.Namespace, rows: list[Row])
         "title": title,
         "precision": args.precision,
         "batch_size": args.batch_size,
+        "channels": args.channels,
         "samples": args.samples,
         "epochs": args.epochs,
         "rows": [

@@ -17,10 +17,12 @@ from .run import _pty
 
 ROOT = Path(__file__).resolve().parents[1]  # the project
 CHECK = "benchmarks/gpu_check.py"
-# The runtime image holds no test tools: pytest is installed for the check, beside the image's
-# own packages, into a folder that goes with the container.
+# The runtime image holds no test tools: pytest, pytest-xdist and invoke (some test modules
+# import the tasks) are installed for the check, beside the image's own packages, into a folder
+# that goes with the container.
 IN_IMAGE = (
-    "python -m pip install --quiet --no-warn-script-location --target /tmp/check-tools 'pytest>=8'"
+    "python -m pip install --quiet --no-warn-script-location --target /tmp/check-tools"
+    " 'pytest>=8' 'pytest-xdist>=3.6' 'invoke>=2.2'"
     f" && PYTHONPATH=/tmp/check-tools exec python {CHECK} --out /out"
 )
 

@@ -4,6 +4,7 @@ cannot give dropped alone, and an NVML that fails leaving the run without GPU se
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from types import SimpleNamespace
 from typing import Any
@@ -119,3 +120,23 @@ def test_an_nvml_that_fails_leaves_no_gpu_series_and_no_error(
 ) -> None:
     registry, registered = register(FakeNvml(fail_init=True), None, monkeypatch)
     assert registered is False and samples(registry) == {}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("by", ["index", "uuid"])
+def test_the_real_nvml_names_the_gpu_cuda_calls_0(monkeypatch: pytest.MonkeyPatch, by: str) -> None:
+    """On a GPU machine, the driver's own NVML: a GPU named by index or by UUID is labelled 0 with
+    the UUID nvidia-smi gives it, and every reading is there (a whole GPU, not a MIG slice)."""
+    listed = subprocess.run(
+        ["nvidia-smi", "--query-gpu=index,uuid", "--format=csv,noheader"],
+        capture_output=True, text=True, check=True,
+    ).stdout.splitlines()  # fmt: skip
+    # the last GPU: on a box of several, not NVML's 0
+    index, uuid = (part.strip() for part in listed[-1].split(","))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", index if by == "index" else uuid)
+    registry = CollectorRegistry()
+    assert gpu_metrics.register(registry, {"run": "r", "rank": "0"})
+    got = samples(registry)
+    assert {(gpu, label) for _, gpu, label in got} == {("0", uuid)}
+    assert {name for name, _, _ in got} == set(gpu_metrics.READINGS)
+    assert got[("train_gpu_memory_total_bytes", "0", uuid)] > 2**30

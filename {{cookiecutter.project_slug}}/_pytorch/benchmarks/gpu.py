@@ -64,7 +64,9 @@ def timed_epochs(run_epoch, epochs: int, device: torch.device) -> tuple[float, l
 def bare(cfg, splits, rt, compiled: bool, epochs: int) -> tuple[float, list[float]]:
     """A hand-written loop over the project's loader: forward (bf16 autocast), backward, AdamW."""
     model = instantiate(cfg.model, input_shape=splits.input_shape, num_classes=10).to(rt.device)
-    net = torch.compile(model) if compiled else model
+    layout = runtime.memory_format(model, rt.device)  # channels_last for a CNN, as the Trainer
+    model.to(memory_format=layout)
+    net = runtime.compiled(model) if compiled else model
     # fused on a GPU, as the Trainer makes it: the baseline is the best a person would write
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=rt.device.type == "cuda")
     pin = rt.device.type == "cuda"
@@ -81,7 +83,8 @@ def bare(cfg, splits, rt, compiled: bool, epochs: int) -> tuple[float, list[floa
     def run_epoch(epoch: int) -> None:
         batches.epoch_sampler(loader).set_epoch(epoch)
         for x, y in loader:
-            x, y = x.to(rt.device, non_blocking=True), y.to(rt.device, non_blocking=True)
+            x = x.to(rt.device, non_blocking=True, memory_format=layout)
+            y = y.to(rt.device, non_blocking=True)
             with torch.autocast(rt.device.type, dtype=torch.bfloat16, enabled=bf16):
                 loss = torch.nn.functional.cross_entropy(net(x), y)
             loss.backward()

@@ -1,4 +1,5 @@
-"""What only the PyTorch loop does: its step count under accumulation, a compiled model."""
+"""What only the PyTorch loop does: its step count under accumulation, a compiled model, the
+optimizer and memory layout it picks on a GPU."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import torch
 from conftest import SHORT, train
 
 from {{ cookiecutter.package_name }}.training import checkpoint
-from {{ cookiecutter.package_name }}.training.runtime import make_optimizer
+from {{ cookiecutter.package_name }}.training.runtime import compiled, make_optimizer, memory_format
 
 
 def test_grad_accumulation_clipping_and_precision(tmp_path: Path) -> None:
@@ -53,3 +54,25 @@ def test_on_a_gpu_the_optimizer_takes_its_fused_kernel_unless_the_config_chooses
     chosen = partial(torch.optim.AdamW, lr=1e-3, fused=False)
     assert make_optimizer(chosen, params, cuda).defaults["fused"] is False
     assert "fused" not in make_optimizer(partial(Plain, lr=0.1), params, cuda).defaults
+
+
+@pytest.mark.slow
+def test_compiled_steps_keep_one_static_graph_per_batch_shape() -> None:
+    """An epoch's short last batch costs one more graph, not a shape-generic one that every later
+    batch runs: with static shapes, a third batch size compiles a third graph."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    net = compiled(torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()))
+    for rows in (8, 5, 8, 3):
+        net(torch.randn(rows, 4))
+    assert counters["stats"]["unique_graphs"] == 3  # 8, 5 and 3; automatic dynamic: 2
+
+
+def test_a_convolutional_model_goes_channels_last_on_cuda_alone() -> None:
+    cnn = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.Flatten())
+    mlp = torch.nn.Sequential(torch.nn.Linear(4, 3))
+    assert memory_format(cnn, torch.device("cuda")) == torch.channels_last
+    assert memory_format(cnn, torch.device("cpu")) == torch.contiguous_format
+    assert memory_format(mlp, torch.device("cuda")) == torch.contiguous_format

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import multiprocessing
 from collections.abc import Iterator
+from functools import partial
 from typing import Protocol
 
 import torch
@@ -22,7 +23,7 @@ from torch.utils.data import (
 )
 
 from .shards.stream import ShardSplit
-from .splits import Split
+from .splits import Split, Splits
 
 
 class EpochOrder(Protocol):
@@ -171,6 +172,25 @@ def make_loader(
         # dropout masks after a mid-epoch resume).
         generator=torch.Generator().manual_seed(seed),
     )
+
+
+def run_loaders(
+    splits: Splits,
+    batch_size: int,
+    seed: int,
+    rank: int,
+    world_size: int,
+    num_workers: int,
+    pin_memory: bool,
+) -> tuple[DataLoader, DataLoader]:
+    """A run's two loaders, made once (streamed shards' workers start once, not every epoch):
+    training, shuffled, the same number of batches on every rank; validation, in order, every
+    sample on exactly one rank."""
+    loader = partial(
+        make_loader, batch_size=batch_size, seed=seed, rank=rank, world_size=world_size,
+        num_workers=num_workers, pin_memory=pin_memory,
+    )  # fmt: skip
+    return loader(splits.train, shuffle=True), loader(splits.val, shuffle=False, even=False)
 
 
 def epoch_sampler(loader: DataLoader) -> EpochOrder:

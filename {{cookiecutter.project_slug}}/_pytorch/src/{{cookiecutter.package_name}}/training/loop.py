@@ -19,7 +19,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from ..data.batches import epoch_sampler, make_loader
+from ..data.batches import epoch_sampler, run_loaders
 from ..data.splits import AnySplit, Splits
 from ..tracking.trackers import Tracker, as_metrics
 from . import checkpoint, outputs
@@ -30,13 +30,15 @@ from .runtime import (
     StopVote,
     autocast,
     autocast_dtype,
+    compiled,
     make_optimizer,
+    memory_format,
     precision_name,
     rng_state,
     set_rng_state,
     wrap,
 )
-from .scoring import score_split
+from .scoring import score, score_split
 from .signals import GracefulStop, StopRequested
 
 
@@ -50,7 +52,12 @@ class Trainer:
         self.runtime, self.tracker, self.seed = runtime, tracker, parts.seed
         self.device = runtime.device
         self.model = parts.make_model().to(self.device)  # the plain module: state dicts from here
+        self.memory_format = memory_format(self.model, self.device)
+        self.model.to(memory_format=self.memory_format)
         self.net = wrap(self.model, runtime, self.settings.compile)  # what training steps run
+        # Validation runs the plain model, compiled as training is: under DDP each forward would
+        # broadcast buffers, and ranks score different numbers of batches.
+        self.eval_net = compiled(self.model) if self.settings.compile else self.model
         self.optimizer = make_optimizer(parts.make_optimizer, self.model.parameters(), self.device)
         self.make_scheduler = parts.make_scheduler
         self.scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
@@ -98,16 +105,10 @@ class Trainer:
     def fit(self, splits: Splits, stop: GracefulStop, resume_from: Path | None = None) -> dict:
         """Train until max_epochs or early stopping; returns the best validation metrics."""
         s = self.settings
-        train_loader = make_loader(
-            splits.train,
-            self.data.batch_size,
-            shuffle=True,
-            seed=self.seed,
-            rank=self.runtime.rank,
-            world_size=self.runtime.world_size,
-            num_workers=self.data.num_workers,
-            pin_memory=self.device.type == "cuda",
-        )
+        train_loader, val_loader = run_loaders(
+            splits, self.data.batch_size, self.seed, self.runtime.rank, self.runtime.world_size,
+            self.data.num_workers, pin_memory=self.device.type == "cuda",
+        )  # fmt: skip
         sampler = epoch_sampler(train_loader)
         batches_per_epoch = math.ceil(sampler.per_rank / self.data.batch_size)
         if s.limit_train_batches:
@@ -123,7 +124,7 @@ class Trainer:
         while not self.progress.stopped_early and self.progress.epoch < s.max_epochs:
             started = time.perf_counter()
             train_loss = self._train_epoch(train_loader, batches_per_epoch, stop)
-            val = self.evaluate(splits.val, "val", s.limit_eval_batches)
+            val = self.evaluate(val_loader, "val", s.limit_eval_batches)
             self._end_epoch(train_loss, val, time.perf_counter() - started)
         self.stop_vote.close()
         self.checkpoints.close()
@@ -183,7 +184,7 @@ class Trainer:
         loss stays on the device, and only logging every N steps and checkpoints read it.
         """
         s, progress = self.settings, self.progress
-        x = x.to(self.device, non_blocking=True)
+        x = x.to(self.device, non_blocking=True, memory_format=self.memory_format)
         y = y.to(self.device, non_blocking=True)
         progress.batches_done += 1
         at_boundary = (
@@ -238,17 +239,19 @@ class Trainer:
 
     # ---- evaluation -----------------------------------------------------------------------
 
-    def evaluate(self, split: AnySplit, prefix: str, limit_batches: int | None = None) -> dict:
-        """Mean loss and accuracy over `split`; every rank scores its share (all must call)."""
-        return as_metrics(
-            score_split(self.model, split, self.data.batch_size, self.runtime, self.amp_dtype,
-                        limit_batches).tolist(),
-            prefix,
-        )  # fmt: skip
+    def evaluate(self, loader: Any, prefix: str, limit_batches: int | None = None) -> dict:
+        """Mean loss and accuracy over a loader of this rank's share of a split (make_loader's
+        even=False); every rank must call, and the sums are combined exactly."""
+        totals = score(self.eval_net, loader, self.device, self.amp_dtype, limit_batches,
+                       self.memory_format)  # fmt: skip
+        if self.runtime.distributed:
+            torch.distributed.all_reduce(totals)
+        return as_metrics(totals.tolist(), prefix)
 
     def test(self, split: AnySplit) -> dict[str, float]:
         """Mean loss and accuracy over `split`, in this process alone (the main one)."""
-        totals = score_split(self.model, split, self.data.batch_size, self.runtime, shard=False)
+        totals = score_split(self.eval_net, split, self.data.batch_size, self.runtime, shard=False,
+                             memory_format=self.memory_format)  # fmt: skip
         return as_metrics(totals.tolist(), "test")
 
     # ---- checkpoints ----------------------------------------------------------------------

@@ -95,6 +95,22 @@ def autocast(device: torch.device, dtype: torch.dtype | None) -> AbstractContext
     return nullcontext() if dtype is None else torch.autocast(device.type, dtype=dtype)
 
 
+def memory_format(model: nn.Module, device: torch.device) -> torch.memory_format:
+    """channels_last for a convolutional model on CUDA: cuDNN's convolutions run on NHWC
+    tensors natively (tensor cores included) and put a transpose around each one given NCHW."""
+    convolutional = any(isinstance(module, nn.Conv2d) for module in model.modules())
+    if device.type == "cuda" and convolutional:
+        return torch.channels_last
+    return torch.contiguous_format
+
+
+def compiled(net: nn.Module) -> nn.Module:
+    """torch.compile with static shapes: one graph per batch shape (the epoch's short last batch
+    adds one). By default a second shape recompiles into a shape-generic graph that every later
+    full batch then runs, slower than the graph made for its size."""
+    return torch.compile(net, dynamic=False)  # type: ignore[return-value]
+
+
 def wrap(model: nn.Module, runtime: Runtime, compile_model: bool) -> nn.Module:
     """What training steps run through: `model` under DDP in a job of several processes, and
     compiled when asked. State dicts still come from the plain `model`."""
@@ -102,9 +118,7 @@ def wrap(model: nn.Module, runtime: Runtime, compile_model: bool) -> nn.Module:
     if runtime.distributed:
         device_ids = [runtime.device.index] if runtime.device.type == "cuda" else None
         net = DistributedDataParallel(net, device_ids=device_ids)
-    if compile_model:
-        net = torch.compile(net)  # type: ignore[assignment]
-    return net
+    return compiled(net) if compile_model else net
 
 
 def make_optimizer(

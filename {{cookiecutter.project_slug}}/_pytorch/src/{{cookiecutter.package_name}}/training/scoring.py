@@ -21,6 +21,7 @@ def score(
     device: torch.device,
     amp_dtype: torch.dtype | None = None,
     limit_batches: int | None = None,
+    memory_format: torch.memory_format = torch.contiguous_format,
 ) -> torch.Tensor:
     """Summed cross-entropy, correct predictions and sample count, as one float64 tensor."""
     model.eval()
@@ -28,7 +29,8 @@ def score(
     for index, (x, y) in enumerate(loader):
         if limit_batches and index >= limit_batches:
             break
-        x, y = x.to(device), y.to(device)
+        x = x.to(device, non_blocking=True, memory_format=memory_format)
+        y = y.to(device, non_blocking=True)
         with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
             logits = model(x).float()
         totals[0] += nn.functional.cross_entropy(logits, y, reduction="sum")
@@ -45,6 +47,7 @@ def score_split(
     amp_dtype: torch.dtype | None = None,
     limit_batches: int | None = None,
     shard: bool = True,
+    memory_format: torch.memory_format = torch.contiguous_format,
 ) -> torch.Tensor:
     """`score` over `split`. With `shard` (under DDP every rank must call it) each rank scores its
     share and the sums are combined exactly; without, this process scores it all alone."""
@@ -57,7 +60,7 @@ def score_split(
         world_size=runtime.world_size if shard else 1,
         even=False,
     )
-    totals = score(model, loader, runtime.device, amp_dtype, limit_batches)
+    totals = score(model, loader, runtime.device, amp_dtype, limit_batches, memory_format)
     if shard:
         torch.distributed.all_reduce(totals)
     return totals
