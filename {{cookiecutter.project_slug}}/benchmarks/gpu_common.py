@@ -9,6 +9,10 @@ import json
 import shutil
 import statistics
 import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +41,7 @@ def arguments(doc: str) -> argparse.Namespace:
     parser.add_argument("--samples", type=int, default=0, help="default 40000 (quick: 256)")
     parser.add_argument("--batch-size", type=int, default=0, help="default 512 (quick: 64)")
     parser.add_argument(
-        "--epochs", type=int, default=0, help="default 4 (quick: 2); the first is the warm-up"
+        "--epochs", type=int, default=0, help="default 8 (quick: 2); the first is the warm-up"
     )
     parser.add_argument(
         "--channels", default="", help="the CNN's widths; default 128,256 (quick: 32,64)"
@@ -49,7 +53,7 @@ def arguments(doc: str) -> argparse.Namespace:
     widths = args.channels or ("32,64" if args.quick else "128,256")
     args.channels = [int(width) for width in widths.split(",")]
     args.samples = args.samples or (256 if args.quick else 40_000)
-    args.epochs = args.epochs or (2 if args.quick else 4)
+    args.epochs = args.epochs or (2 if args.quick else 8)
     args.batch_size = args.batch_size or (64 if args.quick else 512)
     args.compiles = {"both": (False, True), "no": (False,), "yes": (True,)}[args.compile]
     return args
@@ -83,22 +87,30 @@ def config(args: argparse.Namespace, compiled: bool) -> Any:
 
 
 class BusySampler:
-    """GPU `index`'s utilization (%), sampled by nvidia-smi every 100 ms from start() to stop().
-    Both loops start and stop it outside the spans they time (nvidia-smi takes a while to start
-    and to stop); on a CPU it samples nothing."""
+    """GPU `index`'s utilization (%), sampled by nvidia-smi every 100 ms from start() to stop(),
+    counted only inside the spans marked with `span()` (the timed epochs: not compilation, nor
+    validation, nor checkpoints). nvidia-smi starts and stops outside those spans (it takes a
+    while to do either); on a CPU it samples nothing."""
 
     def __init__(self, on_gpu: bool, index: int = 0) -> None:
         self.on = on_gpu and shutil.which("nvidia-smi") is not None
         self.index = index
         self.process: subprocess.Popen[str] | None = None
+        self.spans: list[tuple[float, float]] = []
 
     def start(self) -> None:
         if self.on and self.process is None:
             query = [
-                "nvidia-smi", f"--id={self.index}", "--query-gpu=utilization.gpu",
+                "nvidia-smi", f"--id={self.index}", "--query-gpu=timestamp,utilization.gpu",
                 "--format=csv,noheader,nounits", "-lms", "100",
             ]  # fmt: skip
             self.process = subprocess.Popen(query, stdout=subprocess.PIPE, text=True)
+
+    @contextmanager
+    def span(self) -> Iterator[None]:
+        began = time.time()
+        yield
+        self.spans.append((began, time.time()))
 
     def stop(self) -> list[float]:
         if self.process is None:
@@ -106,7 +118,17 @@ class BusySampler:
         self.process.terminate()
         out, _ = self.process.communicate(timeout=10)
         self.process = None
-        return [float(line) for line in out.split() if line.replace(".", "", 1).isdigit()]
+        samples = []
+        for line in out.splitlines():  # "2026/12/04 12:06:01.123, 87", in local time
+            stamp, _, value = line.rpartition(",")
+            try:
+                when = datetime.strptime(stamp.strip(), "%Y/%m/%d %H:%M:%S.%f").timestamp()
+                busy = float(value)
+            except ValueError:
+                continue
+            if any(began <= when <= ended for began, ended in self.spans):
+                samples.append(busy)
+        return samples
 
 
 def print_table(title: str, compiler: str, args: argparse.Namespace, rows: list[Row]) -> None:

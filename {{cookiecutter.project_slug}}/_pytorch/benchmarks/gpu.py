@@ -54,15 +54,17 @@ def timed_epochs(run_epoch, epochs: int, device: torch.device) -> tuple[float, l
     seconds = []
     for epoch in range(1, epochs):
         synchronize(device)
-        started = time.perf_counter()
-        run_epoch(epoch)
-        synchronize(device)
-        seconds.append(time.perf_counter() - started)
+        with busy.span():
+            started = time.perf_counter()
+            run_epoch(epoch)
+            synchronize(device)
+            seconds.append(time.perf_counter() - started)
     return statistics.median(seconds), busy.stop()
 
 
 def bare(cfg, splits, rt, compiled: bool, epochs: int) -> tuple[float, list[float]]:
-    """A hand-written loop over the project's loader: forward (bf16 autocast), backward, AdamW."""
+    """A hand-written loop over the project's loader: forward (bf16 autocast), backward, the
+    configured clipping, AdamW, the configured LR schedule."""
     model = instantiate(cfg.model, input_shape=splits.input_shape, num_classes=10).to(rt.device)
     layout = runtime.memory_format(model, rt.device)  # channels_last for a CNN, as the Trainer
     model.to(memory_format=layout)
@@ -80,6 +82,11 @@ def bare(cfg, splits, rt, compiled: bool, epochs: int) -> tuple[float, list[floa
         pin_memory=pin,
     )
 
+    # The same math as the Trainer's step: the configured clipping and LR schedule.
+    clip, params = cfg.trainer.gradient_clip_norm, list(model.parameters())
+    steps = -(-len(splits.train) // cfg.data.batch_size) * epochs
+    scheduler = instantiate(cfg.scheduler)(optimizer, total_steps=steps)
+
     def run_epoch(epoch: int) -> None:
         batches.epoch_sampler(loader).set_epoch(epoch)
         for x, y in loader:
@@ -88,8 +95,11 @@ def bare(cfg, splits, rt, compiled: bool, epochs: int) -> tuple[float, list[floa
             with torch.autocast(rt.device.type, dtype=torch.bfloat16, enabled=bf16):
                 loss = torch.nn.functional.cross_entropy(net(x), y)
             loss.backward()
+            if clip:
+                torch.nn.utils.clip_grad_norm_(params, clip)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
+            scheduler.step()
 
     return timed_epochs(run_epoch, epochs, rt.device)
 
@@ -105,10 +115,11 @@ def trainer(cfg, splits, rt, epochs: int) -> tuple[float, list[float]]:
 
         def timed(*args: object) -> float:
             synchronize(rt.device)
-            started = time.perf_counter()
-            loss = epoch_of(*args)  # type: ignore[arg-type]
-            synchronize(rt.device)
-            seconds.append(time.perf_counter() - started)
+            with busy.span():
+                started = time.perf_counter()
+                loss = epoch_of(*args)  # type: ignore[arg-type]
+                synchronize(rt.device)
+                seconds.append(time.perf_counter() - started)
             busy.start()  # after the warm-up epoch, outside the timed spans
             return loss
 

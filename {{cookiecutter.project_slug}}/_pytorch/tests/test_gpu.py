@@ -97,6 +97,7 @@ def test_training_steps_never_make_the_host_wait_for_the_gpu(
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(checked.read_text())
     print(f"{precision}: {report}")  # the GPU check's report keeps it
+    assert report["control"] >= 1, "the check sees a deliberate wait"
     assert report["steps"] == 15, "3 epochs of 5 batches, each one checked"
     assert report["syncs"] == 0, report["where"]
     metrics = read_metrics(tmp_path / "run")

@@ -67,12 +67,13 @@ def bare(cfg, splits, compiled: bool, epochs: int, on_gpu: bool) -> tuple[float,
         stream = batches.train_dataset(
             splits.train, cfg.data.batch_size, 0, range(epoch, epoch + 1)
         )
-        started = time.perf_counter()
-        loss = None
-        for x, y in stream:
-            loss = step(x, y)
-        float(loss)  # type: ignore[arg-type]  # wait for the last step
-        seconds.append(time.perf_counter() - started)
+        with busy.span():
+            started = time.perf_counter()
+            loss = None
+            for x, y in stream:
+                loss = step(x, y)
+            float(loss)  # type: ignore[arg-type]  # wait for the last step
+            seconds.append(time.perf_counter() - started)
         busy.start()  # after the warm-up epoch, outside the timed spans
     return statistics.median(seconds[1:]), busy.stop()
 
@@ -84,10 +85,12 @@ class EpochTimes(keras.callbacks.Callback):
         self.busy = BusySampler(on_gpu)
 
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+        self._began = time.time()
         self._started = time.perf_counter()
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         self.seconds.append(time.perf_counter() - self._started)  # before validation's time
+        self.busy.spans.append((self._began, time.time()))
         self.busy.start()  # after the warm-up epoch, outside the timed spans, as in bare()
 
 

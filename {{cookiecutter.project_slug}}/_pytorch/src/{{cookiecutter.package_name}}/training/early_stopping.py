@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import Any
 
 
 @dataclass
@@ -57,3 +58,11 @@ class EarlyStopping:
     @property
     def should_stop(self) -> bool:
         return self.monitor.stale_evals >= self.patience
+
+    @classmethod
+    def configured(cls, stopping: Any) -> EarlyStopping | None:
+        """From `callbacks.early_stopping` (monitor, mode, min_delta, patience); None if unset."""
+        if not stopping:
+            return None
+        monitor = MetricMonitor(stopping.monitor, stopping.mode, stopping.min_delta)
+        return cls(monitor, stopping.patience)

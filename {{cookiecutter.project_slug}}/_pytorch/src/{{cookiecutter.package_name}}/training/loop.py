@@ -73,18 +73,14 @@ class Trainer:
         )
         self.best = MetricMonitor(ckpt.monitor, ckpt.mode)
         self.best_val: dict[str, float] = {}  # all validation metrics of the best epoch
-        stopping = parts.callbacks.early_stopping
-        self.early_stopping = (
-            EarlyStopping(
-                MetricMonitor(stopping.monitor, stopping.mode, stopping.min_delta),
-                stopping.patience,
-            )
-            if stopping
-            else None
-        )
+        self.early_stopping = EarlyStopping.configured(parts.callbacks.early_stopping)
         self.progress = checkpoint.Progress()
         self.stop_vote = StopVote(runtime, self.settings.stop_check_every_n_steps)
         self._epoch_loss = torch.zeros((), device=self.device)  # progress.loss_sum, kept on device
+        # A logged step's loss, read on the host at the next log point, when the GPU is long
+        # past it: reading it at once would drain the GPU's queue every N steps.
+        self._logged: tuple[int, torch.Tensor, float] | None = None
+        self._params = list(self.model.parameters())  # clipped every step: walked once
         self.loss_fn = nn.CrossEntropyLoss()
 
     @property
@@ -170,6 +166,7 @@ class Trainer:
             self._train_step(x, y, batches_per_epoch, stop)
             bar.update()
         bar.close()
+        self._log_loss()  # before the epoch's metrics, whose step is later
         mean_loss = float(self._epoch_loss) / max(1, progress.samples)
         progress.batches_done, progress.loss_sum, progress.samples = 0, 0.0, 0
         self._epoch_loss.zero_()
@@ -210,7 +207,7 @@ class Trainer:
     def _optimizer_step(self) -> None:
         if self.settings.gradient_clip_norm:
             self.scaler.unscale_(self.optimizer)
-            nn.utils.clip_grad_norm_(self.model.parameters(), self.settings.gradient_clip_norm)
+            nn.utils.clip_grad_norm_(self._params, self.settings.gradient_clip_norm)
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
@@ -222,16 +219,22 @@ class Trainer:
         """Bookkeeping at an optimizer-step boundary: logs, periodic saves, stop requests."""
         progress = self.progress
         if progress.global_step % self.settings.log_every_n_steps == 0:
-            self.tracker.log(
-                {"train/loss": float(loss.detach()), "train/lr": self._lr()},
-                step=progress.global_step,
-            )
+            self._log_loss()
+            self._logged = (progress.global_step, loss.detach(), self._lr())
         if self.checkpoints.due_at_step(progress.global_step):
             self._save()
         if self.stop_vote(stop.requested, progress.global_step):
+            self._log_loss()
             self._save()
             self.checkpoints.close()
             raise StopRequested(stop.signum or signal.SIGTERM)
+
+    def _log_loss(self) -> None:
+        """Log the loss kept at the last log point, with its own step."""
+        if self._logged is not None:
+            step, loss, lr = self._logged
+            self.tracker.log({"train/loss": float(loss), "train/lr": lr}, step=step)
+            self._logged = None
 
     def _lr(self) -> float:
         assert self.scheduler is not None
@@ -271,9 +274,7 @@ class Trainer:
                 "progress": asdict(self.progress),
                 "best": self.best.state_dict(),
                 "best_val": self.best_val,
-                "early_stopping": self.early_stopping.monitor.state_dict()
-                if self.early_stopping
-                else None,
+                "early_stopping": self.early_stopping and self.early_stopping.monitor.state_dict(),
                 "rng": rng_state(),
             }
         )
