@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from gpu_common import (  # noqa: E402
     BusySampler,
     Row,
+    alternate,
     arguments,
     config,
     print_table,
@@ -62,9 +63,17 @@ def timed_epochs(run_epoch, epochs: int, device: torch.device) -> tuple[float, l
     return statistics.median(seconds), busy.stop()
 
 
+def fresh_compiler() -> None:
+    """Forget every compiled graph: each loop compiles its own, from the on-disk cache, and none
+    meets the recompile limit (8 graphs per function per process) left by the others."""
+    torch._dynamo.reset()
+
+
 def bare(cfg, splits, rt, compiled: bool, epochs: int) -> tuple[float, list[float]]:
     """A hand-written loop over the project's loader: forward (bf16 autocast), backward, the
     configured clipping, AdamW, the configured LR schedule."""
+    fresh_compiler()
+    runtime.precision_name(None, rt.device, cfg.trainer.tf32)  # TF32 as the Trainer sets it
     model = instantiate(cfg.model, input_shape=splits.input_shape, num_classes=10).to(rt.device)
     layout = runtime.memory_format(model, rt.device)  # channels_last for a CNN, as the Trainer
     model.to(memory_format=layout)
@@ -106,6 +115,7 @@ def bare(cfg, splits, rt, compiled: bool, epochs: int) -> tuple[float, list[floa
 
 def trainer(cfg, splits, rt, epochs: int) -> tuple[float, list[float]]:
     """The project's Trainer, built as fit.py builds it; epochs timed one by one."""
+    fresh_compiler()
     with tempfile.TemporaryDirectory() as run_dir:
         tracker = trackers.start(Path(run_dir), {}, {}, enabled=True)
         made = loop.Trainer(fit.parts(cfg, splits, {}), rt, tracker, Path(run_dir) / "ckpt")
@@ -143,8 +153,11 @@ def main() -> None:
             for compiled in args.compiles:
                 cfg = config(args, compiled)
                 cfg.data.num_workers = 4 if source == "streamed" else 0
-                base_s, base_busy = bare(cfg, splits, rt, compiled, args.epochs)
-                ours_s, ours_busy = trainer(cfg, splits, rt, args.epochs)
+                (base_s, base_busy), (ours_s, ours_busy) = alternate(
+                    args.rounds,
+                    lambda: bare(cfg, splits, rt, compiled, args.epochs),  # noqa: B023
+                    lambda: trainer(cfg, splits, rt, args.epochs),  # noqa: B023
+                )
                 n = len(splits.train)
                 rows.append((source, compiled, n / base_s, n / ours_s, base_busy, ours_busy))
     name = torch.cuda.get_device_name(rt.device) if rt.device.type == "cuda" else "CPU"

@@ -30,6 +30,7 @@ import tensorflow as tf  # noqa: E402
 from gpu_common import (  # noqa: E402
     BusySampler,
     Row,
+    alternate,
     arguments,
     config,
     print_table,
@@ -127,8 +128,11 @@ def main() -> None:
         for source, splits in sources(scratch, args.samples).items():
             for compiled in args.compiles:
                 cfg = config(args, compiled)
-                base_s, base_busy = bare(cfg, splits, compiled, args.epochs, on_gpu)
-                ours_s, ours_busy = trainer(cfg, splits, rt, on_gpu)
+                (base_s, base_busy), (ours_s, ours_busy) = alternate(
+                    args.rounds,
+                    lambda: bare(cfg, splits, compiled, args.epochs, on_gpu),  # noqa: B023
+                    lambda: trainer(cfg, splits, rt, on_gpu),  # noqa: B023
+                )
                 n = len(splits.train)
                 rows.append((source, compiled, n / base_s, n / ours_s, base_busy, ours_busy))
     details = tf.config.experimental.get_device_details(gpus[0]) if on_gpu else {}
