@@ -108,6 +108,7 @@ requirements/gpu.txt
 requirements/image.in
 src/{package}/__init__.py
 src/{package}/cluster/__init__.py
+src/{package}/cluster/fabric.py
 src/{package}/cluster/nodes.py
 src/{package}/cluster/run_secrets.py
 src/{package}/config/__init__.py

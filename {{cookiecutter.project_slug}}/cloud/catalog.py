@@ -36,6 +36,7 @@ class Offer:
     region: str  # the region the prices are for
     note: str
     source: str  # what the numbers come from, and their date
+    network: str = ""  # its network where the catalog says (e.g. "400 Gbps EFA")
 
     def price(self, spot: bool) -> float | None:
         """USD per hour of the whole machine; None where the catalog has no spot price."""
@@ -92,6 +93,7 @@ def offer(cloud: str, gpu: str, count: int) -> Offer:
         region=offered["region"],
         note=entry.get("note", ""),
         source=f"{source['what']}, read {source['read']}",
+        network=entry.get("network", ""),
     )
 
 

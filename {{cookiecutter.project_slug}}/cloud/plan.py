@@ -155,6 +155,7 @@ class Plan:
                 ("machine", f"{offer.machine} ({offer.vcpus} vCPUs, {offer.memory_gib} GiB)"),
                 ("GPU", f"{offer.count} x {offer.gpu}" + (", spot" if self.spot else "")),
                 *([("nodes", f"{self.nodes} machines like it")] if self.nodes > 1 else []),
+                *([("between nodes", _efa_words(offer))] if self._efa_matters() else []),
                 *([("engine", ENGINES[self.backend, self.cloud])] if self.is_job else []),
                 (
                     "price",
@@ -172,6 +173,9 @@ class Plan:
         ]
         return rows
 
+    def _efa_matters(self) -> bool:
+        return self.nodes > 1 and self.offer is not None and "EFA" in self.offer.network
+
     def _limit(self) -> tuple[str, str]:
         """The summary's row for what ends the run, and who enforces it."""
         if self.backend == "skypilot":  # no limit of SkyPilot's: the task's own timeout
@@ -185,6 +189,14 @@ class Plan:
         if self.cloud == "azure" and self.max_hours >= 24:
             return "no cloud cap past 24 h on Azure: the VM's watchdog only"
         return CLOUD_CAPS.get(self.cloud, "no cloud cap")
+
+
+def _efa_words(offer: Offer) -> str:
+    return (
+        f"{offer.network} on {offer.machine}, but NCCL reaches EFA only through AWS's "
+        "aws-ofi-nccl plugin, which this project's images lack: the nodes talk over TCP "
+        "(README: Several machines)"
+    )
 
 
 def _cap_words(plan: Plan) -> str:

@@ -1,5 +1,6 @@
 """Which node of which cluster: each managed service's description of a three-node cluster, as
-its documentation gives it, read by cluster/nodes.py the same way."""
+its documentation gives it, read by cluster/nodes.py the same way; and EFA between nodes
+(cluster/fabric.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from {{ cookiecutter.package_name }}.cluster import fabric
 from {{ cookiecutter.package_name }}.cluster.nodes import ClusterError, detect
 
 NOWHERE = Path("/nonexistent/resourceconfig.json")
@@ -66,3 +68,33 @@ def test_nothing_said_is_one_node_and_a_rank_out_of_range_is_refused() -> None:
     assert (single.service, single.nodes, single.node_rank) == ("single", 1, 0)
     with pytest.raises(ClusterError, match="node rank 3 of 3 nodes"):
         detect({"MASTER_ADDR": "h", "NODE_RANK": "3", "WORLD_SIZE": "3"}, NOWHERE)
+
+
+def rdma_devices(root: Path, drivers: dict[str, str]) -> Path:
+    """A /sys/class/infiniband of devices, each one's device/driver a link to its driver."""
+    for name, driver in drivers.items():
+        (root / "drivers" / driver).mkdir(parents=True, exist_ok=True)
+        (root / "class" / name / "device").mkdir(parents=True)
+        (root / "class" / name / "device" / "driver").symlink_to(root / "drivers" / driver)
+    return root / "class"
+
+
+def test_efa_between_nodes_only_where_the_device_and_nccl_s_plugin_are(tmp_path: Path) -> None:
+    efa = rdma_devices(tmp_path / "efa", {"rdmap16s27": "efa", "rdmap32s27": "efa"})
+    mellanox = rdma_devices(tmp_path / "ib", {"mlx5_0": "mlx5_core"})
+    plugin = tmp_path / "ofi" / "libnccl-net-ofi.so"
+    plugin.parent.mkdir()
+    plugin.touch()
+    with_plugin = {"LD_LIBRARY_PATH": f"/nowhere:{plugin.parent}"}
+    assert fabric.efa_devices(efa) == ["rdmap16s27", "rdmap32s27"]
+    assert fabric.efa_devices(mellanox) == [] and fabric.efa_devices(tmp_path / "none") == []
+    # One node, or no EFA: nothing set, nothing said.
+    assert fabric.efa_settings(1, with_plugin, efa) == ({}, None)
+    assert fabric.efa_settings(4, with_plugin, mellanox) == ({}, None)
+    # EFA without the plugin: NCCL would use TCP; one line says so, nothing is set.
+    chosen, line = fabric.efa_settings(4, {}, efa)
+    assert chosen == {} and "2 EFA devices here but no aws-ofi-nccl plugin" in line
+    # With it: SageMaker's toolkit's variables, except those already set.
+    chosen, line = fabric.efa_settings(4, {**with_plugin, "FI_PROVIDER": "efa-direct"}, efa)
+    assert chosen == {"FI_EFA_USE_DEVICE_RDMA": "1", "RDMAV_FORK_SAFE": "1"}
+    assert str(plugin) in line and "FI_PROVIDER" not in line

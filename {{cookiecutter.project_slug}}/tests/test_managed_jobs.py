@@ -446,6 +446,33 @@ def test_the_dry_run_names_what_each_backend_leaves_and_what_its_cap_leaves_out(
         assert cap.endswith("not counted: the 200 GB disk while the machine exists")
 
 
+@pytest.mark.parametrize(
+    ("gpu", "nodes", "row"), [("a100:8", 2, True), ("a100:8", 1, False), ("t4", 2, False)]
+)
+def test_the_plan_says_when_nodes_with_efa_will_talk_over_tcp(
+    tmp_path: Path, gpu: str, nodes: int, row: bool
+) -> None:
+    settings = tmp_path / "cloud.toml"
+    settings.write_text('[aws]\nregion = "us-east-1"\nbucket = "s3://jobs-bucket"\n')
+    env = project_env(CLOUD_SETTINGS=str(settings), CLOUD_RUNS=str(tmp_path / "runs"))
+    done = invoke_cli("train", "--cloud=aws", "--backend=managed", f"--nodes={nodes}",
+                      f"--gpu={gpu}", "--dry-run", f"--image=reg/x@{DIGEST}", env=env)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = [
+        line.strip().removeprefix("between nodes").strip()
+        for line in done.stdout.splitlines()
+        if "between nodes" in line
+    ]
+    if row:
+        assert said == [
+            "400 Gbps EFA on p4d.24xlarge, but NCCL reaches EFA only through "
+            "AWS's aws-ofi-nccl plugin, which this project's images lack: the nodes talk over "
+            "TCP (README: Several machines)"
+        ]
+    else:
+        assert said == []
+
+
 @pytest.mark.needs("cloud-sdks")
 def test_the_skypilot_task_parses_in_skypilot(tmp_path: Path) -> None:
     settings = tmp_path / "cloud.toml"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
+from .cluster import fabric
 from .cluster.nodes import Cluster, ClusterError, detect
 from .config.command import prepare_node
 
@@ -49,6 +50,7 @@ def main() -> None:
         f"first node {cluster.master_addr}:{cluster.master_port}",
         flush=True,
     )
+    fabric.apply(cluster.nodes)  # EFA between nodes where the machine and the image have it
     os.execv(argv[0], argv)
 
 

@@ -12,6 +12,7 @@ import json
 import os
 import sys
 
+from .cluster import fabric
 from .cluster.nodes import Cluster, ClusterError, detect
 from .config.command import prepare_node
 
@@ -41,6 +42,8 @@ def main() -> None:
             print(f"launch: worker {config['task']['index']} of {config['cluster']['worker']}")
     # One worker per node: the first process of its machine (its live metrics report the GPUs).
     os.environ.setdefault("LOCAL_RANK", "0")
+    workers = json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {}).get("worker", [])
+    fabric.apply(len(workers) or 1)  # EFA between nodes where the machine and the image have it
     argv = [sys.executable, "-m", f"{PACKAGE}.train", *sys.argv[1:]]
     os.execv(argv[0], argv)
 
