@@ -5,7 +5,7 @@ puts both under /opt/amazon); without them it talks between nodes over TCP socke
 at a fraction of the bandwidth (p4d.24xlarge has 400 Gbps of EFA, p5.48xlarge 3,200). This
 project's images do not carry them: on such machines the launcher says so in one line, and where
 they are there it sets what SageMaker's own training toolkit sets for EFA with GPUDirect RDMA
-(sagemaker-training-toolkit torch_distributed.py, commit 9a5ed9f, 2023-10-16), unless set.
+(aws/sagemaker-training-toolkit, commit 9a5ed9f of 2023-10-16), unless already set.
 """
 
 from __future__ import annotations
