@@ -11,8 +11,9 @@ import os
 import re
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -133,7 +134,9 @@ SHARED_MODULES = {
 SHARED_CODE = ("cloud", "tasks", "tests/helpers", "tests/conftest.py")
 SHARED_CODE_EXCEPT = ("cloud/image.json",)
 OVERLAYS = [TEMPLATE_DIR / PROJECT_TEMPLATE / f"_{name}" for name in ("pytorch", "tensorflow")]
-SECOND_TIER = ["-m", "pytest", "-p", "no:cacheprovider", "-m", "slow or needs", "-rA"]
+FIRST_TIER = ["-m", "invoke", "test", "--", "-p", "no:cacheprovider"]  # as a person types it
+SECOND_TIER = ["-m", "pytest", "-p", "no:cacheprovider", "-m", "slow or needs", "-rA",
+               "--durations=15"]  # fmt: skip
 
 
 def shared_modules(framework: str, runs: bool) -> list[str]:
@@ -149,7 +152,7 @@ def suites(variant: Variant) -> list[Suite]:
     if all(variant.extra_context.get(key) == value for key, value in SUPERSET.items()):
         left = shared_modules(variant.extra_context["framework"], runs=False)
         return [
-            Suite("first-tier", ["-m", "invoke", "test", "--", "-p", "no:cacheprovider"], True),
+            Suite("first-tier", [*FIRST_TIER, "--durations=15"], True),
             Suite("second-tier", [*SECOND_TIER, *(f"--deselect={module}" for module in left)]),
         ]
     return [Suite("subset", ["-m", "pytest", "-p", "no:cacheprovider", *SUBSET])]
@@ -176,15 +179,23 @@ class SuiteRun:
     project: Path
     process: subprocess.Popen[bytes]
     log: Path
+    started: float = field(default_factory=time.monotonic)
 
     def result(self, timeout: float) -> tuple[int, str]:
-        """Its exit status and output, once it has ended (killed past `timeout` seconds)."""
+        """Its exit status and output, once it has ended (killed past `timeout` seconds). The
+        output is kept in .cache/suite-logs/, after a line with its wall time: what CI's time
+        is made of, by suite and (--durations) by test."""
         try:
             code = self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.process.kill()
             code = self.process.wait()
-        return code, self.log.read_text(encoding="utf-8", errors="replace")
+        ended = time.monotonic()
+        output = self.log.read_text(encoding="utf-8", errors="replace")
+        kept = TEMPLATE_DIR / ".cache" / "suite-logs" / f"{self.project.parent.name}.log"
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text(f"exit {code} after {ended - self.started:.0f} s\n{output}", "utf-8")
+        return code, output
 
 
 def start_suite(suite: Suite, project: Path, python: Path) -> SuiteRun:
