@@ -173,6 +173,8 @@ def demo(c: Context, output_dir: str = "") -> None:
 
 # invoke bench NAME: the script, and the answers of the project its loops train (None: it bakes
 # its own and needs no framework installed here).
+# Peers a benchmark runs beside the project, installed into its venv (pinned: figures compare).
+PEERS = {"loop": ["pytorch-lightning==2.6.6"]}
 BENCHMARKS: dict[str, tuple[str, dict[str, str] | None]] = {
     "loop": ("train_loop_overhead.py", {}),
     "keras": ("keras_fit_overhead.py", {"framework": "tensorflow", "tracking": "none"}),
@@ -213,6 +215,8 @@ def bench(c: Context, name: str) -> None:
         if not venv_python(venv).exists():
             c.run(shlex.join([sys.executable, "-m", "venv", str(venv)]))
         c.run(shlex.join(project_install_command(venv_python(venv), project)), pty=_pty())
+        if name in PEERS:  # what the benchmark compares with, beside the project
+            c.run(shlex.join([str(venv_python(venv)), "-m", "pip", "install", "-q", *PEERS[name]]))
         command = [str(venv_python(venv)), command[1], "--project", str(project)]
     c.run(f"{shlex.join(command)} {_after_dashes(c)}", pty=_pty())
 
