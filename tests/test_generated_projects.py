@@ -11,9 +11,8 @@ import os
 import re
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -179,22 +178,20 @@ class SuiteRun:
     project: Path
     process: subprocess.Popen[bytes]
     log: Path
-    started: float = field(default_factory=time.monotonic)
 
     def result(self, timeout: float) -> tuple[int, str]:
         """Its exit status and output, once it has ended (killed past `timeout` seconds). The
-        output is kept in .cache/suite-logs/, after a line with its wall time: what CI's time
-        is made of, by suite and (--durations) by test."""
+        output is kept in .cache/suite-logs/: what CI's time is made of, by suite (pytest's last
+        line) and by test (--durations)."""
         try:
             code = self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.process.kill()
             code = self.process.wait()
-        ended = time.monotonic()
         output = self.log.read_text(encoding="utf-8", errors="replace")
         kept = TEMPLATE_DIR / ".cache" / "suite-logs" / f"{self.project.parent.name}.log"
         kept.parent.mkdir(parents=True, exist_ok=True)
-        kept.write_text(f"exit {code} after {ended - self.started:.0f} s\n{output}", "utf-8")
+        kept.write_text(output, encoding="utf-8")
         return code, output
 
 

@@ -153,9 +153,11 @@ def check(device: str, out: Path) -> dict:
     junit = out / "tests.xml"
     tests = [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-rA", "-p", "no:cacheprovider",
              f"--junitxml={junit}", "tests"]  # fmt: skip
-    # Several at once where pytest-xdist is there: each trains in processes of its own, and one
-    # GPU holds them all (the compiles, on the CPU, are most of their time).
-    tests[3:3] = ["-n", "4"] if importlib.util.find_spec("xdist") else ["-p", "no:xdist"]
+    # On a GPU, several at once where pytest-xdist is there: each trains in processes of its own,
+    # and one GPU holds them all (the compiles, on the CPU, are most of their time). A rehearsal
+    # skips them all: workers would only cost their start.
+    parallel = on_gpu and importlib.util.find_spec("xdist") is not None
+    tests[3:3] = ["-n", "4"] if parallel else ["-p", "no:xdist"]
     tests_step = run_step("tests", tests, env)
     bench_json = out / "benchmark.json"
     bench = [sys.executable, "benchmarks/gpu.py", f"--json={bench_json}", f"--device={device}"]
