@@ -85,8 +85,13 @@ def lightning_loop(model, loaders: tuple, epochs: int, folder: str) -> int:
     """The peer people pick instead: PyTorch Lightning's Trainer with its defaults (a checkpoint
     each epoch, validation each epoch) on plain DataLoaders; its logger, progress bar and model
     summary off, as the project's Trainer prints none either here."""
+    import logging
+
     import pytorch_lightning as pl
     import torch
+
+    for name in ("pytorch_lightning", "lightning_fabric"):  # its banner and tips, every run
+        logging.getLogger(name).setLevel(logging.WARNING)
 
     class Classifier(pl.LightningModule):
         def __init__(self) -> None:
