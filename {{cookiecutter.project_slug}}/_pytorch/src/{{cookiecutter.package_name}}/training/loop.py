@@ -38,7 +38,7 @@ from .runtime import (
     set_rng_state,
     wrap,
 )
-from .scoring import score, score_split
+from .scoring import score_shares, score_split
 from .signals import GracefulStop, StopRequested
 
 
@@ -58,7 +58,8 @@ class Trainer:
         # Validation runs the plain model, compiled as training is: under DDP each forward would
         # broadcast buffers, and ranks score different numbers of batches.
         self.eval_net = compiled(self.model) if self.settings.compile else self.model
-        self.optimizer = make_optimizer(parts.make_optimizer, self.model.parameters(), self.device)
+        self._params = list(self.model.parameters())  # the optimizer's, and clipped every step
+        self.optimizer = make_optimizer(parts.make_optimizer, self._params, self.device)
         self.make_scheduler = parts.make_scheduler
         self.scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
         self.amp_dtype = autocast_dtype(self.settings.precision, self.device)
@@ -80,7 +81,6 @@ class Trainer:
         # A logged step's loss, read on the host at the next log point, when the GPU is long
         # past it: reading it at once would drain the GPU's queue every N steps.
         self._logged: tuple[int, torch.Tensor, float] | None = None
-        self._params = list(self.model.parameters())  # clipped every step: walked once
         self.loss_fn = nn.CrossEntropyLoss()
 
     @property
@@ -245,10 +245,8 @@ class Trainer:
     def evaluate(self, loader: Any, prefix: str, limit_batches: int | None = None) -> dict:
         """Mean loss and accuracy over a loader of this rank's share of a split (make_loader's
         even=False); every rank must call, and the sums are combined exactly."""
-        totals = score(self.eval_net, loader, self.device, self.amp_dtype, limit_batches,
-                       self.memory_format)  # fmt: skip
-        if self.runtime.distributed:
-            torch.distributed.all_reduce(totals)
+        totals = score_shares(self.eval_net, loader, self.runtime, self.runtime.distributed,
+                              self.amp_dtype, limit_batches, self.memory_format)  # fmt: skip
         return as_metrics(totals.tolist(), prefix)
 
     def test(self, split: AnySplit) -> dict[str, float]:

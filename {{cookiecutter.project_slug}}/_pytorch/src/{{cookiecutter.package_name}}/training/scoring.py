@@ -60,6 +60,20 @@ def score_split(
         world_size=runtime.world_size if shard else 1,
         even=False,
     )
+    return score_shares(model, loader, runtime, shard, amp_dtype, limit_batches, memory_format)
+
+
+def score_shares(
+    model: nn.Module,
+    loader: Any,
+    runtime: Runtime,
+    shard: bool,
+    amp_dtype: torch.dtype | None = None,
+    limit_batches: int | None = None,
+    memory_format: torch.memory_format = torch.contiguous_format,
+) -> torch.Tensor:
+    """`score` over this process's loader; with `shard` (every rank must call), the ranks' sums
+    combined exactly."""
     totals = score(model, loader, runtime.device, amp_dtype, limit_batches, memory_format)
     if shard:
         torch.distributed.all_reduce(totals)
