@@ -31,6 +31,21 @@ SPLIT = {"val_fraction": 0.02, "test_fraction": 0.02, "split_seed": 1234}
 Row = tuple[str, bool, float, float, list[float], list[float]]
 
 
+def count(text: str) -> int:
+    """A flag's whole number, 0 or more (0: the default)."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (0 for the default)")
+    return int(text)
+
+
+def widths(text: str) -> list[int]:
+    """The CNN's channel widths: positive whole numbers, comma-separated."""
+    parts = text.split(",")
+    if not all(part.isdigit() and int(part) > 0 for part in parts):
+        raise argparse.ArgumentTypeError(f"{text!r}: give positive widths, e.g. 128,256")
+    return [int(part) for part in parts]
+
+
 def arguments(doc: str) -> argparse.Namespace:
     """The flags, with the sizes that depend on --quick filled in; `compiles` the variants."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
@@ -38,23 +53,22 @@ def arguments(doc: str) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="a small dataset, for a smoke test")
     parser.add_argument("--compile", default="both", choices=["both", "no", "yes"])
     parser.add_argument("--precision", default="bf16", choices=["bf16", "fp32"])
-    parser.add_argument("--samples", type=int, default=0, help="default 40000 (quick: 256)")
-    parser.add_argument("--batch-size", type=int, default=0, help="default 512 (quick: 64)")
+    parser.add_argument("--samples", type=count, default=0, help="default 40000 (quick: 256)")
+    parser.add_argument("--batch-size", type=count, default=0, help="default 512 (quick: 64)")
     parser.add_argument(
-        "--epochs", type=int, default=0, help="default 8 (quick: 2); the first is the warm-up"
+        "--epochs", type=count, default=0, help="default 8 (quick: 2); the first is the warm-up"
     )
     parser.add_argument(
-        "--channels", default="", help="the CNN's widths; default 128,256 (quick: 32,64)"
+        "--channels", type=widths, help="the CNN's widths; default 128,256 (quick: 32,64)"
     )
     parser.add_argument(
-        "--rounds", type=int, default=0, help="default 2 (quick: 1); each loop's fastest counts"
+        "--rounds", type=count, default=0, help="default 2 (quick: 1); each loop's fastest counts"
     )
     parser.add_argument("--json", default="", help="also write the rows to this JSON file")
     args = parser.parse_args()
     # Wide enough that a step's kernels outlast the host's work for it on a large GPU: what
     # "compute-bound" means here (the default CNN's 32,64 leaves an H100 waiting for the host).
-    widths = args.channels or ("32,64" if args.quick else "128,256")
-    args.channels = [int(width) for width in widths.split(",")]
+    args.channels = args.channels or ([32, 64] if args.quick else [128, 256])
     args.samples = args.samples or (256 if args.quick else 40_000)
     args.epochs = args.epochs or (2 if args.quick else 8)
     args.batch_size = args.batch_size or (64 if args.quick else 512)
