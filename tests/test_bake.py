@@ -46,6 +46,8 @@ cloud/jobs/engines.py
 cloud/jobs/sagemaker.py
 cloud/jobs/skypilot.py
 cloud/jobs/vertex.py
+cloud/machines.json
+cloud/machines.py
 cloud/plan.py
 cloud/providers/__init__.py
 cloud/providers/aws.py
@@ -57,6 +59,7 @@ cloud/providers/azure.py
 cloud/providers/azure_network.py
 cloud/providers/gcp.py
 cloud/providers/gcp_identity.py
+cloud/providers/gcp_quota.py
 cloud/providers/local.py
 cloud/runs.py
 cloud/settings.py
@@ -178,6 +181,7 @@ tasks/gpu_check.py
 tasks/image.py
 tasks/managed.py
 tasks/monitor.py
+tasks/offers.py
 tasks/project.py
 tasks/remote.py
 tasks/remote_plan.py
@@ -201,6 +205,7 @@ tests/test_benchmarks.py
 tests/test_checkpoint.py
 tests/test_cloud_aws.py
 tests/test_cloud_azure.py
+tests/test_cloud_cpu.py
 tests/test_cloud_gcp.py
 tests/test_cloud_monitor.py
 tests/test_cloud_plan.py

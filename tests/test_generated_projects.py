@@ -119,6 +119,7 @@ class Suite:
 SHARED_MODULES = {
     "tests/test_cloud_aws.py": "pytorch",
     "tests/test_cloud_azure.py": "pytorch",
+    "tests/test_cloud_cpu.py": "tensorflow",
     "tests/test_cloud_gcp.py": "tensorflow",
     "tests/test_cloud_monitor.py": "pytorch",
     "tests/test_cloud_plan.py": "pytorch",

@@ -1,7 +1,9 @@
-"""Training runs on cloud GPUs, started from this machine: the standard library (and PyYAML, for
-the services' job files), never copied into the image (.dockerignore), never imported by src/.
+"""Training runs on cloud GPUs and CPU machines, started from this machine: the standard library
+(and PyYAML, for the services' job files), never copied into the image (.dockerignore), never
+imported by src/.
 
     catalog.json catalog.py   the GPUs each cloud offers, their prices, VM images and drivers
+    machines.json machines.py the CPU machines, their prices and CPUs; --cpus, --machine lookups
     cloud.toml settings.py    where runs go (project, region, bucket, identity) beside the CLIs'
     plan.py                   one run, the same for every cloud: machine, image@digest, caps
     runs.py commands.py       runs this machine started; running the CLIs, and their errors

@@ -20,7 +20,8 @@ class CatalogError(ValueError):
 
 @dataclass(frozen=True)
 class Offer:
-    """One machine of the catalog: `count` GPUs of kind `gpu` on `cloud`."""
+    """One machine of the catalog: `count` GPUs of kind `gpu` on `cloud`, or a CPU machine
+    (machines.py: no GPU, count 0) with its CPU's words and physical cores."""
 
     cloud: str
     gpu: str
@@ -37,6 +38,14 @@ class Offer:
     note: str
     source: str  # what the numbers come from, and their date
     network: str = ""  # its network where the catalog says (e.g. "400 Gbps EFA")
+    cpu: str = ""  # a CPU machine's processor, e.g. "Intel Xeon (Sapphire Rapids), AVX-512"
+    cores: int = 0  # a CPU machine's physical cores: the trainer's threads
+    family: str = ""  # a CPU machine's family in machines.json (c7i, n2d, Dsv5, ...)
+
+    @property
+    def is_cpu(self) -> bool:
+        """A machine without GPUs: the CPU image, no NVIDIA driver on its VM image."""
+        return self.count == 0
 
     def price(self, spot: bool) -> float | None:
         """USD per hour of the whole machine; None where the catalog has no spot price."""

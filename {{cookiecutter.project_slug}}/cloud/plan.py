@@ -66,7 +66,7 @@ class Plan:
     created: str = ""  # ISO time, UTC
     user: str = ""
     backend: str = "vm"  # one of BACKENDS
-    nodes: int = 1  # machines, each with offer.count GPUs
+    nodes: int = 1  # machines, each with offer.count GPUs (or none: a CPU machine)
     node_price: float | None = None  # a service's USD/h per node (catalog.job_price), or None
     price_note: str = ""  # what node_price is, and its source
     job_name: str = ""  # the service's name for this submission (a resubmission needs a new one)
@@ -153,7 +153,7 @@ class Plan:
         if offer is not None:
             rows += [
                 ("machine", f"{offer.machine} ({offer.vcpus} vCPUs, {offer.memory_gib} GiB)"),
-                ("GPU", f"{offer.count} x {offer.gpu}" + (", spot" if self.spot else "")),
+                _processor_row(offer, self.spot),
                 *([("nodes", f"{self.nodes} machines like it")] if self.nodes > 1 else []),
                 *([("between nodes", _efa_words(offer))] if self._efa_matters() else []),
                 *([("engine", ENGINES[self.backend, self.cloud])] if self.is_job else []),
@@ -189,6 +189,14 @@ class Plan:
         if self.cloud == "azure" and self.max_hours >= 24:
             return "no cloud cap past 24 h on Azure: the VM's watchdog only"
         return CLOUD_CAPS.get(self.cloud, "no cloud cap")
+
+
+def _processor_row(offer: Offer, spot: bool) -> tuple[str, str]:
+    """The summary's GPU row, or a CPU machine's CPU row (its threads: the physical cores)."""
+    spot_words = ", spot" if spot else ""
+    if offer.is_cpu:
+        return ("CPU", f"{offer.cpu}; {offer.cores} cores, a trainer thread each{spot_words}")
+    return ("GPU", f"{offer.count} x {offer.gpu}{spot_words}")
 
 
 def _efa_words(offer: Offer) -> str:

@@ -32,7 +32,7 @@ def save(plan: Plan, ids: dict[str, Any]) -> Path:
         "region": plan.region,
         "zone": plan.zone,
         "machine": plan.offer.machine if plan.offer else "local",
-        "gpu": f"{plan.offer.count} x {plan.offer.gpu}" if plan.offer else "-",
+        "gpu": _machine_words(plan),
         "spot": plan.spot,
         "price": plan.price,
         "image": plan.image,
@@ -76,3 +76,12 @@ def past_deadline(record: dict[str, Any], now: datetime.datetime | None = None) 
     return bool(record.get("deadline")) and now > datetime.datetime.fromisoformat(
         record["deadline"]
     )
+
+
+def _machine_words(plan: Plan) -> str:
+    """What `invoke status` shows in its GPU column: `1 x t4`, or a CPU machine's vCPUs."""
+    if plan.offer is None:
+        return "-"
+    if plan.offer.is_cpu:
+        return f"{plan.offer.vcpus} vCPUs ({plan.offer.machine})"
+    return f"{plan.offer.count} x {plan.offer.gpu}"

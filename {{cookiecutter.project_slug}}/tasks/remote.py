@@ -1,6 +1,6 @@
-"""The cloud runs started from here: `invoke status`, `logs`, `stop` and `gpus` (the `cloud.*`
-tasks). Starting one (`invoke train --cloud=...`) is remote_plan.py and remote_run.py; the work
-itself is in cloud/ (a plan, then each cloud's own CLI).
+"""The cloud runs started from here: `invoke status`, `logs` and `stop`. Starting one
+(`invoke train --cloud=...`) is remote_plan.py and remote_run.py; the work itself is in cloud/
+(a plan, then each cloud's own CLI). What can be started is offers.py's.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from invoke import Context, Exit, task
 
-from cloud import CLIS, PROVIDERS, catalog, runs, settings
+from cloud import CLIS, PROVIDERS, runs, settings
 from cloud.commands import CloudError, Commands
 from cloud.jobs.common import ENDED
 from cloud.plan import PlanError, check_run_id
@@ -101,7 +101,7 @@ def status(c: Context, run: str = "", cloud: str = "") -> None:
     if run and not rows:
         raise Exit(f"error: --run {run}: no such run here or on {', '.join(asked)}", 2)
     header = ["RUN", "CLOUD", "GPU", "STATE", "UPTIME", "COST SO FAR", "DEADLINE"]
-    _table([header, *rows]) if rows else print("no cloud runs")
+    table([header, *rows]) if rows else print("no cloud runs")
 
 
 def _status_row(
@@ -122,7 +122,7 @@ def _status_row(
     ]
 
 
-def _table(rows: list[list[str]]) -> None:
+def table(rows: list[list[str]]) -> None:
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(f"{cell!s:<{width}}" for cell, width in zip(row, widths, strict=True)))
@@ -214,30 +214,3 @@ def _labelled(run: str) -> dict[str, Any]:
         "only what carries its invoke-managed and invoke-run labels); invoke status lists them",
         2,
     )
-
-
-@task(help={"cloud": "one cloud's offers (default: every cloud's)"})
-def gpus(c: Context, cloud: str = "") -> None:
-    """The GPU catalog: machine, vCPUs, memory, on-demand and spot $/h, and their source."""
-    if cloud and cloud not in catalog.CLOUDS:
-        raise Exit(f"error: --cloud {cloud!r}: choose one of {', '.join(catalog.CLOUDS)}", 2)
-    rows = [["CLOUD", "GPU", "MACHINE", "vCPU", "GiB", "ON-DEMAND $/h", "SPOT $/h", "REGION"]]
-    for offer in catalog.rows(cloud or None):
-        spot = f"{offer.spot:.4f}" if offer.spot is not None else "-"
-        rows.append(
-            [
-                offer.cloud,
-                f"{offer.gpu}:{offer.count}",
-                offer.machine,
-                str(offer.vcpus),
-                f"{offer.memory_gib:g}",
-                f"{offer.on_demand:.4f}",
-                spot,
-                offer.region,
-            ]
-        )
-    _table(rows)
-    data = catalog.load()
-    print(f"\nEstimates as of {data['as_of']}, from:")
-    for key, source in data["sources"].items():
-        print(f"  {key}: {source['what']} (data dated {source['dated']}, read {source['read']})")

@@ -13,7 +13,7 @@ from typing import Any
 
 from invoke import Context, Exit
 
-from cloud import CLIS, PROVIDERS, catalog, settings
+from cloud import CLIS, PROVIDERS, catalog, machines, settings
 from cloud.commands import INSTALL, CloudError, Commands
 from cloud.jobs import engines
 from cloud.jobs.common import launcher
@@ -53,6 +53,9 @@ def plan_run(
     backend: str = "vm",
     nodes: str | int = 1,
     monitor: bool = False,
+    cpus: str = "",
+    memory: str = "",
+    machine: str = "",
 ) -> Plan:
     """Check every flag against the catalog and settings, then make the run's plan."""
     if cloud not in PROVIDERS:
@@ -60,16 +63,12 @@ def plan_run(
     node_count = check_nodes(backend, nodes)
     engine = engines.engine(backend, cloud) if backend != "vm" else None
     hours = check_max_hours(max_hours)
-    name, count = catalog.parse_gpu(gpu or DEFAULT_GPU)
-    offer = None
-    if cloud != "local":
-        offer = catalog.offer(cloud, name, count)
-        catalog.check_runs(offer)
-        if spot and offer.spot is None:
-            raise PlanError(
-                f"--spot: the catalog has no spot price for {offer.machine} on {cloud} "
-                "(not offered as spot there): drop --spot, or choose another GPU"
-            )
+    offer = choose_machine(cloud, gpu, cpus, memory, machine, spot)
+    if offer is not None and offer.is_cpu and engine is not None:
+        raise PlanError(
+            f"--backend={backend} with a CPU machine ({offer.machine}): not yet; CPU machines "
+            "run as --backend=vm, one VM a run"
+        )
     if image_ref and "@sha256:" not in image_ref and not image_ref.startswith("sha256:"):
         raise PlanError(
             f"--image {image_ref}: give it by digest (repo@sha256:...), never a moving tag"
@@ -98,7 +97,10 @@ def plan_run(
         if cloud == "aws":
             PROVIDERS[cloud].ensure_identity(options, cmd)
         container = framework.container_command(
-            PACKAGE, offer.count if offer else 1, [f"hydra.run.dir={RUN_DIR}", *watched, *overrides]
+            PACKAGE,
+            max(offer.count, 1) if offer else 1,
+            [f"hydra.run.dir={RUN_DIR}", *watched, *overrides],
+            threads=offer.cores if offer else 0,
         )
         node_price, price_note, worst_node = None, "", None
     plan = Plan(
@@ -108,7 +110,7 @@ def plan_run(
         spot=spot,
         region=chosen_region,
         zone=chosen_zone,
-        image=image_ref or push_to(c, cloud, cpu=cloud == "local", cmd=cmd),
+        image=image_ref or push_to(c, cloud, cpu=offer is None or offer.is_cpu, cmd=cmd),
         max_hours=hours,
         bucket=bucket,
         container=container,
@@ -131,6 +133,41 @@ def plan_run(
     if engine is not None:
         engine.check(plan)
     return plan
+
+
+def choose_machine(
+    cloud: str, gpu: str, cpus: str, memory: str, machine: str, spot: bool
+) -> catalog.Offer | None:
+    """The machine of --gpu NAME[:COUNT], of --cpus N [--memory GB] (the cheapest that fits) or
+    of --machine TYPE: one of the three, --gpu's default when none; None for --cloud=local."""
+    flags = {"gpu": gpu, "cpus": cpus, "memory": memory, "machine": machine}
+    given = [f"--{flag}" for flag, value in flags.items() if value]
+    if (gpu or machine) and len(given) > 1:
+        raise PlanError(
+            f"{' with '.join(given)}: choose the machine one way: --gpu NAME[:COUNT], --cpus N "
+            "[--memory GB] or --machine TYPE (invoke machines lists them)"
+        )
+    if cloud == "local":
+        if cpus or memory or machine:
+            raise PlanError(f"{given[0]}: picks a cloud machine; --cloud=local runs on this one")
+        catalog.parse_gpu(gpu or DEFAULT_GPU)
+        return None
+    if machine:
+        offer = machines.named(cloud, machine)
+    elif cpus or memory:
+        least = machines.whole("--cpus", cpus) if cpus else 1
+        offer = machines.cpu_offer(cloud, least, machines.whole("--memory", memory) if memory
+                                   else 0, spot)  # fmt: skip
+    else:
+        offer = catalog.offer(cloud, *catalog.parse_gpu(gpu or DEFAULT_GPU))
+    if not offer.is_cpu:
+        catalog.check_runs(offer)
+    if spot and offer.spot is None:
+        raise PlanError(
+            f"--spot: the catalog has no spot price for {offer.machine} on {cloud} "
+            "(not offered as spot there): drop --spot, or choose another machine"
+        )
+    return offer
 
 
 # The states of a machine on its way out, as the providers' runs() list them.

@@ -57,7 +57,7 @@ def launch(plan: Plan, cmd: Commands, detach: bool) -> dict[str, Any]:
         return ids | {"zone": attempt.zone}
     raise CloudError(
         f"no zone of {plan.region} has capacity for {plan.offer.machine} now: try --region, "  # type: ignore[union-attr]
-        f"{'dropping --spot, ' if plan.spot else ''}or a smaller GPU (invoke gpus)"
+        f"{'dropping --spot, ' if plan.spot else ''}or a smaller machine (invoke machines)"
     )
 
 
@@ -173,13 +173,16 @@ def run_in_cloud(
     backend: str = "vm",
     nodes: str = "1",
     monitor: bool = False,
+    cpus: str = "",
+    memory: str = "",
+    machine: str = "",
 ) -> None:
     """The whole of `invoke train --cloud=...`."""
     cmd = Commands(dry_run=dry_run)
     try:
         plan = plan_run(
             c, cloud, gpu, spot, region, zone, image_ref, max_hours, resume, overrides, cmd,
-            backend, nodes, monitor,
+            backend, nodes, monitor, cpus, memory, machine,
         )  # fmt: skip
         plan = dataclasses.replace(plan, attempts=retries + 1)  # the cap counts every launch
         show(plan, cmd)

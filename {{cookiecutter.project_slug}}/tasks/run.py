@@ -49,6 +49,10 @@ def setup(c: Context, cpu: bool = False, no_cpu: bool = False) -> None:
         "cloud": f"train on a cloud VM: aws, gcp, azure, or local (this machine's Docker engine, "
         f"the same launch path); --cloud alone is {DEFAULT_CLOUD}",
         "gpu": f"with --cloud: NAME[:COUNT] from `invoke gpus` (default {DEFAULT_GPU})",
+        "cpus": "with --cloud: a CPU machine instead, the cheapest with at least N vCPUs "
+        "(invoke machines); the trainer's threads are its physical cores",
+        "memory": "with --cloud: a CPU machine with at least this many GiB of memory",
+        "machine": "with --cloud: this machine type (invoke machines), CPU or GPU",
         "spot": "with --cloud: a spot VM (cheaper, may be preempted: the run checkpoints and "
         "--retries relaunches it)",
         "region": "with --cloud: the region (default: cloud.toml, else the CLI's own setting)",
@@ -85,11 +89,15 @@ def train(
     backend: str = "vm",
     nodes: str = "1",
     monitor: bool = False,
+    cpus: str = "",
+    memory: str = "",
+    machine: str = "",
 ) -> None:
-    """Train here, or on a cloud GPU with --cloud: invoke train [--cloud=gcp] -- OVERRIDES.
+    """Train here, or on a cloud machine with --cloud: invoke train [--cloud=gcp] -- OVERRIDES.
 
     Here, --gpus N trains on N of this machine's GPUs; --cloud=aws|gcp|azure|local --gpu=t4
-    runs on a cloud VM (or a training service: --backend). Hydra overrides go after `--`."""
+    (or --cpus 32, or --machine TYPE) runs on a cloud VM (or a training service: --backend).
+    Hydra overrides go after `--`."""
     cloud_only = {
         "gpu": gpu,
         "spot": spot,
@@ -103,6 +111,9 @@ def train(
         "backend": backend != "vm",
         "nodes": nodes != "1",
         "monitor": monitor,
+        "cpus": cpus,
+        "memory": memory,
+        "machine": machine,
     }
     given = sorted(flag for flag, value in cloud_only.items() if value)
     if not cloud:
@@ -137,6 +148,9 @@ def train(
         backend,
         nodes,
         monitor,
+        cpus=cpus,
+        memory=memory,
+        machine=machine,
     )
 
 

@@ -20,6 +20,8 @@ import pytest
 from conftest import invoke_cli, project_env
 from helpers import services
 
+from cloud import machines
+
 pytestmark = pytest.mark.needs("aws")
 DIGEST = "sha256:" + "7" * 64
 SECRET = "token-fedcba9876543210"
@@ -169,6 +171,32 @@ def test_a_spot_t4_run_is_a_g4dn_that_terminates_itself(moto: dict) -> None:
                           env=moto, capture_output=True, text=True)  # fmt: skip
     assert gone.returncode != 0 and "ResourceNotFound" in gone.stderr, "stop deletes the cap"
     assert "s3://runs-bucket/" in stopped.stdout
+
+
+def test_a_spot_cpu_run_is_the_cheapest_fit_with_the_trainers_threads(moto: dict) -> None:
+    image = f"123456789012.dkr.ecr.us-east-1.amazonaws.com/project@{DIGEST}"
+    chosen = machines.cpu_offer("aws", 16, spot=True)
+    done = invoke_cli(
+        "train", "--cloud=aws", "--cpus=16", "--spot", "--yes", "--detach", f"--image={image}",
+        env=moto,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    run_id = done.stdout.split("started ", 1)[1].split(":", 1)[0]
+    (instance,) = instances(moto, run_id)
+    assert instance["InstanceType"] == chosen.machine and instance["InstanceLifecycle"] == "spot"
+    (disk,) = instance["BlockDeviceMappings"]
+    assert disk["DeviceName"] == machines.vm_image("aws")["root_device"], "the image's own root"
+    attribute = ["ec2", "describe-instance-attribute", "--instance-id", instance["InstanceId"]]
+    behaviour = aws(moto, *attribute, "--attribute", "instanceInitiatedShutdownBehavior")
+    assert behaviour["InstanceInitiatedShutdownBehavior"]["Value"] == "terminate"
+    user_data = aws(moto, *attribute, "--attribute", "userData")["UserData"]["Value"]
+    script = base64.b64decode(user_data).decode()
+    assert "GPUS=0" in script and "HOST_TOOLS=1" in script
+    assert f"OMP_NUM_THREADS={chosen.cores}" in script
+    listed = invoke_cli("status", "--run", run_id, env=moto)
+    assert f"16 vCPUs ({chosen.machine})" in listed.stdout, listed.stdout
+    stopped = invoke_cli("stop", "--run", run_id, env=moto)
+    assert stopped.returncode == 0, stopped.stderr
 
 
 def test_a_run_on_a_private_subnet_has_no_public_address(moto: dict, tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ import pytest
 from conftest import PROJECT_ROOT, invoke_cli, project_env
 from test_cloud_monitor import pinned
 
-from cloud import catalog
+from cloud import catalog, machines
 
 CATALOG = json.loads((PROJECT_ROOT / "cloud" / "catalog.json").read_text())
 
@@ -66,10 +66,12 @@ def dry_run(
         CLOUD_EXPORTERS=str(pinned(tmp_path)),
     )
     flags = ["--spot", *extra] if spot else list(extra)
+    chosen = [] if gpu.startswith("--") else [f"--gpu={gpu}:{count}"]  # or a flag: --cpus=8
     done = invoke_cli(
         "train",
         "--cloud=azure",
-        f"--gpu={gpu}:{count}",
+        *chosen,
+        *([gpu] if gpu.startswith("--") else []),
         *flags,
         "--dry-run",
         f"--image={IMAGE}",
@@ -171,6 +173,23 @@ def test_az_accepts_every_argument(tmp_path: Path, spot: bool) -> None:
         )
         assert "Please run 'az login'" in done.stderr, (command, done.stderr[-2000:])
         assert "unrecognized arguments" not in done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.needs("az")
+def test_az_accepts_a_spot_cpu_vm_on_the_cpu_image(tmp_path: Path) -> None:
+    chosen = machines.cpu_offer("azure", 8, spot=True)
+    commands = dry_run(tmp_path, "--cpus=8", 0, True)
+    (vm,) = [command for command in commands if command[:3] == ["az", "vm", "create"]]
+    assert flag(vm, "--size") == chosen.machine and flag(vm, "--priority") == "Spot"
+    assert flag(vm, "--image") == machines.vm_image("azure")["urn"]
+    assert "GPUS=0" in Path(flag(vm, "--custom-data")).read_text()
+    done = subprocess.run(
+        [str(AZ), *vm[1:]], capture_output=True, text=True, timeout=300,
+        env={**os.environ, "AZURE_CONFIG_DIR": str(tmp_path / "azure")},
+    )  # fmt: skip
+    assert "Please run 'az login'" in done.stderr, done.stderr[-2000:]
+    assert "unrecognized arguments" not in done.stderr
 
 
 def test_a_run_of_a_day_or_more_says_azure_has_no_cloud_cap_for_it(tmp_path: Path) -> None:

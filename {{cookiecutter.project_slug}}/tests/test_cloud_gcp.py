@@ -11,6 +11,8 @@ import pytest
 from conftest import invoke_cli, project_env
 from helpers import google_api
 
+from cloud import machines
+
 pytestmark = pytest.mark.needs("gcloud")
 DIGEST = "sha256:" + "5" * 64
 IMAGE = f"us-central1-docker.pkg.dev/my-project/repo@{DIGEST}"
@@ -213,6 +215,28 @@ def test_a_gpu_built_into_its_machine_type_takes_no_accelerator(
     assert body["scheduling"]["provisioningModel"] == "STANDARD"
 
 
+def test_a_cpu_machine_gets_no_gpu_no_driver_and_an_image_without_one(
+    gcp: tuple[google_api.GoogleApi, dict],
+) -> None:
+    api, env = gcp
+    chosen = machines.cpu_offer("gcp", 8, 64)
+    done = invoke_cli(
+        "train", "--cloud=gcp", "--cpus=8", "--memory=64", "--yes", "--detach", f"--image={IMAGE}",
+        env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    (body,) = api.bodies("POST", r"/instances$")
+    assert body["machineType"].endswith(f"/machineTypes/{chosen.machine}")
+    assert "guestAccelerators" not in body
+    image = machines.vm_image("gcp")
+    source = body["disks"][0]["initializeParams"]["sourceImage"]
+    # gcloud resolves a public project's family by its zonal view: .../zones/-/imageFamilyViews/F
+    assert f"/projects/{image['project']}/" in source and source.endswith(f"/{image['family']}")
+    metadata = {item["key"]: item["value"] for item in body["metadata"]["items"]}
+    assert "install-nvidia-driver" not in metadata
+    assert "GPUS=0" in metadata["startup-script"] and "HOST_TOOLS=1" in metadata["startup-script"]
+
+
 def test_a_dry_run_prints_the_commands_and_sends_nothing(
     gcp: tuple[google_api.GoogleApi, dict],
 ) -> None:
@@ -273,7 +297,7 @@ def test_a_zone_without_capacity_passes_the_run_to_the_next(
     assert none.returncode == 1
     assert none.stderr.strip().splitlines()[-1] == (
         "error: no zone of us-central1 has capacity for n1-standard-8 now: try --region, "
-        "dropping --spot, or a smaller GPU (invoke gpus)"
+        "dropping --spot, or a smaller machine (invoke machines)"
     )
 
 

@@ -67,10 +67,13 @@ def lock_args(flavour: str, find_links: str) -> list[str]:
     return ["--index-strategy", "unsafe-best-match", *source]
 
 
-def container_command(package: str, gpus: int, overrides: list[str]) -> list[str]:
-    """What a cloud run's container runs (under dumb-init): DDP over the machine's GPUs."""
+def container_command(package: str, gpus: int, overrides: list[str], threads: int = 0) -> list[str]:
+    """What a cloud run's container runs (under dumb-init): DDP over the machine's GPUs; on a CPU
+    machine one process whose intra-op threads are the machine's `threads` physical cores (OpenMP
+    reads OMP_NUM_THREADS, and torch takes its thread count from it)."""
+    pinned = ["env", f"OMP_NUM_THREADS={threads}"] if threads else []
     if gpus <= 1:
-        return ["python", "-m", f"{package}.train", *overrides]
+        return [*pinned, "python", "-m", f"{package}.train", *overrides]
     launch = ["python", "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={gpus}"]
     return [*launch, "-m", f"{package}.train", *overrides]
 

@@ -42,10 +42,14 @@ def lock_args(flavour: str, find_links: str) -> list[str]:
     return ["--extra", flavour, *pins, *(["--find-links", find_links] if find_links else [])]
 
 
-def container_command(package: str, gpus: int, overrides: list[str]) -> list[str]:
-    """What a cloud run's container runs (under dumb-init): one process over the machine's GPUs."""
-    replicas = ["env", f"NUM_REPLICAS={gpus}"] if gpus > 1 else []
-    return [*replicas, "python", "-m", f"{package}.train", *overrides]
+def container_command(package: str, gpus: int, overrides: list[str], threads: int = 0) -> list[str]:
+    """What a cloud run's container runs (under dumb-init): one process over the machine's GPUs;
+    on a CPU machine, TensorFlow's intra-op pool (and oneDNN's OpenMP) as wide as its `threads`
+    physical cores: its default, every logical CPU, puts two threads on each core."""
+    pinned = [f"TF_NUM_INTRAOP_THREADS={threads}", f"OMP_NUM_THREADS={threads}"] if threads else []
+    replicas = [f"NUM_REPLICAS={gpus}"] if gpus > 1 else []
+    prefix = ["env", *replicas, *pinned] if replicas or pinned else []
+    return [*prefix, "python", "-m", f"{package}.train", *overrides]
 
 
 def azureml_distribution(nodes: int) -> dict[str, Any]:

@@ -21,8 +21,8 @@ from .aws_account import lasting as lasting
 from .aws_account import own_registry as own_registry
 
 # The Deep Learning Base AMI (NVIDIA driver, Docker, the NVIDIA container toolkit, the AWS CLI),
-# as AWS publishes it in SSM; catalog.json names the parameter.
-ROOT_DEVICE = "/dev/sda1"  # the Ubuntu DLAMI's root volume
+# as AWS publishes it in SSM; catalog.json names the parameter (machines.json a CPU machine's).
+ROOT_DEVICE = "/dev/sda1"  # the Ubuntu DLAMI's root volume; an image may name its own
 
 
 def machine_image(plan: Plan, image: dict[str, Any], cmd: Commands) -> str:
@@ -41,8 +41,11 @@ def tags(plan: Plan) -> str:
     return ",".join("{" + f"Key={key},Value={value}" + "}" for key, value in plan.labels.items())
 
 
-def create_command(plan: Plan, ami: str, script: str, group: str) -> list[str]:
-    """`aws ec2 run-instances` for the plan; `script` is the user data file."""
+def create_command(
+    plan: Plan, ami: str, script: str, group: str, root_device: str = ROOT_DEVICE
+) -> list[str]:
+    """`aws ec2 run-instances` for the plan; `script` is the user data file. The disk is sized
+    on the image's own root device: another name would add a second, empty volume."""
     assert plan.offer is not None
     command = [
         "aws",
@@ -66,7 +69,7 @@ def create_command(plan: Plan, ami: str, script: str, group: str) -> list[str]:
         "HttpTokens=required,HttpEndpoint=enabled,HttpPutResponseHopLimit=2",
         "--block-device-mappings",
         # Encrypted with the account's default EBS key.
-        f"DeviceName={ROOT_DEVICE},Ebs=" + "{" + f"VolumeSize={DISK_GB},VolumeType=gp3,"
+        f"DeviceName={root_device},Ebs=" + "{" + f"VolumeSize={DISK_GB},VolumeType=gp3,"
         "DeleteOnTermination=true,Encrypted=true}",
         "--tag-specifications",
         f"ResourceType=instance,Tags=[{tags(plan)}]",
@@ -110,12 +113,14 @@ def zones(settings: dict[str, Any], cmd: Commands) -> list[str]:
 
 def launch(plan: Plan, script: str, cmd: Commands) -> dict[str, Any]:
     """Start the VM; its instance id."""
-    from ..catalog import vm_image
+    from ..machines import boot_image
 
-    ami = machine_image(plan, vm_image("aws"), cmd)
+    assert plan.offer is not None
+    image = boot_image(plan.offer)
+    ami = machine_image(plan, image, cmd)
     group = aws_network.ensure_security_group(plan.settings, cmd)
     done = cmd.run(
-        create_command(plan, ami, script, group),
+        create_command(plan, ami, script, group, image.get("root_device", ROOT_DEVICE)),
         dry_answer='{"Instances": [{"InstanceId": "i-dry-run"}]}',
     )
     instance = json.loads(done.stdout)["Instances"][0]["InstanceId"]
@@ -189,8 +194,17 @@ def copy_up(local: str, uri: str, settings: dict[str, Any], cmd: Commands) -> No
     cmd.run(aws_cli(settings, "s3", verb, "--only-show-errors", local, uri, output=""))
 
 
-# EC2 quotas count vCPUs per family of instance types, spot apart (Service Quotas codes).
+# EC2 quotas count vCPUs per family of instance types, spot apart (Service Quotas codes). The
+# Standard ones count A, C, D, H, I, M, R, T and Z instances: every CPU machine of machines.json.
 QUOTAS = {
+    ("standard", False): (
+        "L-1216C47A",
+        "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances",
+    ),
+    ("standard", True): (
+        "L-34B43A08",
+        "All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests",
+    ),
     ("g", False): ("L-DB2E81BA", "Running On-Demand G and VT instances"),
     ("g", True): ("L-3819A6DF", "All G and VT Spot Instance Requests"),
     ("p", False): ("L-417A185B", "Running On-Demand P instances"),
@@ -202,7 +216,7 @@ def quota_problem(plan: Plan, cmd: Commands) -> str | None:
     """The vCPU quota the machine would exceed, and how to raise it; None when it fits or when
     the quota cannot be read."""
     assert plan.offer is not None
-    family = plan.offer.machine[0]
+    family = "standard" if plan.offer.is_cpu else plan.offer.machine[0]
     if (family, plan.spot) not in QUOTAS:
         return None
     code, name = QUOTAS[(family, plan.spot)]

@@ -91,7 +91,7 @@ def tags(plan: Plan) -> list[str]:
 def create_commands(plan: Plan, script: str, bastion_prefix: str = "") -> list[list[str]]:
     """The run's resource group, then `az vm create` in it; `script` is the custom data file.
     With --monitor, first the VM's network security group (monitor_rules)."""
-    from ..catalog import vm_image
+    from ..machines import boot_image
 
     assert plan.offer is not None
     settings, group = plan.settings, plan.run_id
@@ -110,7 +110,7 @@ def create_commands(plan: Plan, script: str, bastion_prefix: str = "") -> list[l
         "--size",
         plan.offer.machine,
         "--image",
-        vm_image("azure")["urn"],
+        boot_image(plan.offer)["urn"],
         "--custom-data",
         script,
         "--assign-identity",

@@ -12,6 +12,7 @@ from ..commands import CloudError, Commands
 from ..plan import DISK_GB, LABEL_PREFIX, Plan
 from ..settings import NEEDED
 from .gcp_identity import email, ensure, role_id
+from .gcp_quota import quota_problem as quota_problem
 
 
 def _gcloud(settings: dict[str, Any], *args: str) -> list[str]:
@@ -139,10 +140,10 @@ def labels(plan: Plan) -> str:
 
 def create_command(plan: Plan, script: str) -> list[str]:
     """`gcloud compute instances create` for the plan; `script` is the startup-script file."""
-    from ..catalog import vm_image
+    from ..machines import boot_image
 
     assert plan.offer is not None
-    image = vm_image("gcp")
+    image = boot_image(plan.offer)
     settings = plan.settings
     # N1 hosts take the GPU as an accelerator; g2, a2 and a3 machine types have it built in.
     accelerator = plan.offer.accelerator
@@ -167,7 +168,9 @@ def create_command(plan: Plan, script: str) -> list[str]:
         f"--image-project={image['project']}",
         f"--boot-disk-size={DISK_GB}GB",
         # No project-wide SSH keys reach the VM; SSH, if ever, goes through OS Login and IAM.
-        "--metadata=install-nvidia-driver=True,block-project-ssh-keys=TRUE,enable-oslogin=TRUE",
+        "--metadata="
+        + ("" if plan.offer.is_cpu else "install-nvidia-driver=True,")
+        + "block-project-ssh-keys=TRUE,enable-oslogin=TRUE",
         f"--metadata-from-file=startup-script={script}",
         f"--labels={labels(plan)}",
         "--scopes=cloud-platform",
@@ -201,33 +204,6 @@ def ensure_monitor_firewall(settings: dict[str, Any], cmd: Commands) -> None:
         )
         if found.returncode != 0 and not cmd.dry_run:
             cmd.run(create)
-
-
-def quota_problem(plan: Plan, cmd: Commands) -> str | None:
-    """The region's GPU quota the run would exceed (NVIDIA_<GPU>_GPUS, PREEMPTIBLE_ for spot),
-    and how to raise it; None when it fits or cannot be read."""
-    assert plan.offer is not None
-    done = cmd.run(
-        _gcloud(plan.settings, "compute", "regions", "describe", plan.region),
-        check=False,
-        quiet=True,
-        dry_answer="{}",
-    )
-    if done.returncode != 0:
-        return None
-    gpu = (plan.offer.accelerator or f"nvidia-{plan.offer.gpu}").removeprefix("nvidia-tesla-")
-    metric = f"NVIDIA_{gpu.removeprefix('nvidia-').upper().replace('-', '_')}_GPUS"
-    metric = f"PREEMPTIBLE_{metric}" if plan.spot else metric
-    for quota in json.loads(done.stdout or "{}").get("quotas", []):
-        if quota.get("metric") == metric:
-            free = quota.get("limit", 0) - quota.get("usage", 0)
-            if free < plan.offer.count:
-                return (
-                    f"quota: {metric} in {plan.region} has {free:g} of {plan.offer.count} GPUs "
-                    "free: ask for more on the console's Quotas page (IAM & Admin > Quotas), "
-                    "filtered by that metric; GPUS_ALL_REGIONS may need raising too"
-                )
-    return None
 
 
 def zones(settings: dict[str, Any], cmd: Commands) -> list[str]:

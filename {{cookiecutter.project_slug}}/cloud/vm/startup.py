@@ -35,6 +35,8 @@ def values(plan: Plan, registry: str, extra: dict[str, str] | None = None) -> di
         "BUCKET": plan.bucket,
         **deadlines(plan),
         "GPUS": str(plan.offer.count if plan.offer else 0),
+        # A CPU machine's VM image may need Docker or the CLI installed (machines.json).
+        "HOST_TOOLS": "1" if plan.offer is not None and plan.offer.is_cpu else "",
         "CONTAINER_ARGS": shlex.join(plan.container),
         "SECRETS": plan.secret_names,
         "METADATA_URL": settings.get("metadata_url", METADATA_URL[plan.cloud]),

@@ -5,7 +5,8 @@
 #
 #   start a watchdog that deletes this VM just before its deadline, whatever hangs (the cloud's
 #   own cap takes it at the deadline: a scheduled terminate on AWS, --max-run-duration on GCP)
-#   -> wait for the GPU driver -> log in to the registry -> pull the image by digest -> bring back
+#   -> on a CPU machine, Docker and the cloud's CLI made sure of; on a GPU machine, wait for its
+#   driver -> log in to the registry -> pull the image by digest -> bring back
 #   the run's earlier outputs (a resumed or preempted run) -> run the training container ->
 #   watch for a preemption notice, the deadline and the container's end, syncing outputs to the
 #   bucket as it goes -> on every exit: stop the container (it checkpoints), sync the outputs,
@@ -103,6 +104,27 @@ esac
 
 # --- the run ---
 
+# A CPU machine's image (cloud/machines.json) may lack what the GPU images carry: Docker, running
+# (the ECS image leaves its start to the ECS agent), and the cloud's CLI. Installed from the
+# image's own package archive; the training image itself still comes by digest.
+host_tools() {
+  if ! command -v docker >/dev/null 2>&1; then
+    log "installing Docker"
+    if command -v apt-get >/dev/null 2>&1; then
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null
+    else
+      dnf install -y -q docker >/dev/null
+    fi
+  fi
+  systemctl start docker >/dev/null 2>&1 || true
+  case $CLOUD in
+    aws) command -v aws >/dev/null 2>&1 || dnf install -y -q awscli-2 >/dev/null ;;
+    gcp) command -v gcloud >/dev/null 2>&1 || snap install google-cloud-cli --classic >/dev/null ;;
+  esac || return 1
+  for _ in $(seq 30); do docker info >/dev/null 2>&1 && return 0; sleep 2; done
+  return 1
+}
+
 sync_outputs() { bucket_copy "$OUTPUTS" "$BUCKET/outputs"; }
 
 start_exporters() {  # one `docker run --detach` per line of $EXPORTERS (cloud/vm/exporters.py)
@@ -164,6 +186,9 @@ trap teardown EXIT
 trap 'REASON=interrupted; exit 130' INT TERM
 
 mkdir -p "$OUTPUTS"
+if [[ -n ${HOST_TOOLS:-} ]]; then
+  host_tools || { log "no Docker or no $CLOUD CLI here, and installing them failed"; exit 1; }
+fi
 if (( GPUS > 0 )); then
   for _ in $(seq 60); do nvidia-smi >/dev/null 2>&1 && break; log "waiting for the GPU driver"; sleep 5; done
   nvidia-smi >/dev/null 2>&1 || { log "no NVIDIA driver answers"; exit 1; }
@@ -190,8 +215,9 @@ for pair in $SECRETS; do
   [[ -n $value ]] && printf '%s=%s\n' "${pair%%=*}" "$value" >>"$WORK/secrets.env"
 done
 
-gpu_flags=()
-(( GPUS > 0 )) && gpu_flags=(--gpus all --shm-size 8g)
+# Loader processes hand batches over in /dev/shm, of which Docker gives 64 MB: on CPU machines too.
+gpu_flags=(--shm-size 8g)
+(( GPUS > 0 )) && gpu_flags+=(--gpus all)
 publish=()
 if [[ -n ${MONITOR_PORT:-} ]]; then
   publish=(--publish "$METRICS_BIND:$MONITOR_PORT:$MONITOR_PORT")
