@@ -172,9 +172,14 @@ def job_price(backend: str, offered: Offer, spot: bool) -> tuple[float | None, s
     services = load()["services"]
     vm_price = offered.price(spot)
     if backend == "skypilot":
-        return vm_price, (
-            f"{offered.source}; SkyPilot may pick another machine with these GPUs, and adds its "
-            "jobs controller, a small CPU VM"
+        picks = (
+            "picks the cheapest machine with at least its vCPUs and memory"
+            if offered.is_cpu
+            else "may pick another machine with these GPUs"
+        )
+        return (
+            vm_price,
+            f"{offered.source}; SkyPilot {picks}, and adds its jobs controller, a small CPU VM",
         )
     if offered.cloud == "aws":
         listed = services["sagemaker_on_demand"]

@@ -14,6 +14,7 @@ from . import catalog
 from .catalog import CLOUDS, CatalogError, Offer
 
 MACHINES = Path(__file__).with_name("machines.json")
+SERVICES = {"aws": "SageMaker", "gcp": "Vertex AI", "azure": "Azure ML"}  # --backend=managed
 
 
 @cache
@@ -66,24 +67,44 @@ def whole(flag: str, text: str | int) -> int:
     return int(value)
 
 
-def cpu_offer(cloud: str, cpus: int, memory_gib: int = 0, spot: bool = False) -> Offer:
+def service_accepts(backend: str, cloud: str) -> set[str] | None:
+    """The catalog's CPU machines a training service trains on (None: any): SageMaker's ml.*
+    types (botocore's list), the machine types Vertex AI lists."""
+    if backend != "managed" or cloud == "azure":  # Azure ML takes any VM size
+        return None
+    services = load()["services"]
+    if cloud == "aws":
+        listed = set(services["sagemaker_training"]["types"])
+        return {o.machine for o in rows(cloud) if f"ml.{o.machine}" in listed}
+    vertex = services["vertex_training"]
+    return {o.machine for o in rows(cloud) if o.machine in vertex["types"]}
+
+
+def cpu_offer(
+    cloud: str, cpus: int, memory_gib: int = 0, spot: bool = False, backend: str = "vm"
+) -> Offer:
     """The cheapest CPU machine of `cloud` with at least `cpus` vCPUs and `memory_gib` GiB (at
-    the price the run pays: spot with `spot`); fewer vCPUs first among equal prices."""
-    offered = rows(cloud)
+    the price the run pays: spot with `spot`) that `backend` runs on; fewer vCPUs first among
+    equal prices."""
+    accepted = service_accepts(backend, cloud)
+    offered = [o for o in rows(cloud) if accepted is None or o.machine in accepted]
     fits = [o for o in offered if o.vcpus >= cpus and o.memory_gib >= memory_gib]
     if spot:
         fits = [o for o in fits if o.spot is not None]
     if not fits:
-        raise CatalogError(_none_fits(cloud, offered, cpus, memory_gib, spot))
+        service = f" that {SERVICES[cloud]} trains on" if accepted is not None else ""
+        raise CatalogError(_none_fits(cloud, offered, cpus, memory_gib, spot, service))
     return min(fits, key=lambda o: (o.price(spot), o.vcpus, o.memory_gib))
 
 
-def _none_fits(cloud: str, offered: list[Offer], cpus: int, memory_gib: int, spot: bool) -> str:
+def _none_fits(
+    cloud: str, offered: list[Offer], cpus: int, memory_gib: int, spot: bool, service: str
+) -> str:
     most_cpus = max(offered, key=lambda o: o.vcpus)
     asked = f"--cpus {cpus}" + (f" --memory {memory_gib}" if memory_gib else "")
     if most_cpus.vcpus < cpus:
         return (
-            f"{asked}: no {cloud} machine in the catalog has {cpus} vCPUs; the most is "
+            f"{asked}: no {cloud} machine in the catalog{service} has {cpus} vCPUs; the most is "
             f"{most_cpus.vcpus} ({most_cpus.machine}): invoke machines --cloud {cloud}"
         )
     enough = [o for o in offered if o.vcpus >= cpus]

@@ -63,12 +63,7 @@ def plan_run(
     node_count = check_nodes(backend, nodes)
     engine = engines.engine(backend, cloud) if backend != "vm" else None
     hours = check_max_hours(max_hours)
-    offer = choose_machine(cloud, gpu, cpus, memory, machine, spot)
-    if offer is not None and offer.is_cpu and engine is not None:
-        raise PlanError(
-            f"--backend={backend} with a CPU machine ({offer.machine}): not yet; CPU machines "
-            "run as --backend=vm, one VM a run"
-        )
+    offer = choose_machine(cloud, gpu, cpus, memory, machine, spot, backend)
     if image_ref and "@sha256:" not in image_ref and not image_ref.startswith("sha256:"):
         raise PlanError(
             f"--image {image_ref}: give it by digest (repo@sha256:...), never a moving tag"
@@ -136,10 +131,11 @@ def plan_run(
 
 
 def choose_machine(
-    cloud: str, gpu: str, cpus: str, memory: str, machine: str, spot: bool
+    cloud: str, gpu: str, cpus: str, memory: str, machine: str, spot: bool, backend: str = "vm"
 ) -> catalog.Offer | None:
-    """The machine of --gpu NAME[:COUNT], of --cpus N [--memory GB] (the cheapest that fits) or
-    of --machine TYPE: one of the three, --gpu's default when none; None for --cloud=local."""
+    """The machine of --gpu NAME[:COUNT], of --cpus N [--memory GB] (the cheapest that fits and
+    that `backend` runs on) or of --machine TYPE: one of the three, --gpu's default when none;
+    None for --cloud=local."""
     flags = {"gpu": gpu, "cpus": cpus, "memory": memory, "machine": machine}
     given = [f"--{flag}" for flag, value in flags.items() if value]
     if (gpu or machine) and len(given) > 1:
@@ -156,8 +152,8 @@ def choose_machine(
         offer = machines.named(cloud, machine)
     elif cpus or memory:
         least = machines.whole("--cpus", cpus) if cpus else 1
-        offer = machines.cpu_offer(cloud, least, machines.whole("--memory", memory) if memory
-                                   else 0, spot)  # fmt: skip
+        least_memory = machines.whole("--memory", memory) if memory else 0
+        offer = machines.cpu_offer(cloud, least, least_memory, spot, backend)
     else:
         offer = catalog.offer(cloud, *catalog.parse_gpu(gpu or DEFAULT_GPU))
     if not offer.is_cpu:

@@ -12,7 +12,7 @@ import pytest
 from conftest import invoke_cli, project_env
 from helpers import sdks
 
-from cloud import catalog
+from cloud import catalog, machines
 
 PACKAGE = "{{ cookiecutter.package_name }}"
 PROJECT = "{{ cookiecutter.project_slug }}"
@@ -79,3 +79,12 @@ def test_every_azure_gpu_makes_a_job_azure_ai_ml_loads(tmp_path: Path, gpu: str)
     _, spec = azure_dry_run(tmp_path, "--nodes=2", f"--gpu={gpu}")
     rest = sdks.validate("azureml", spec)
     assert rest["resources"]["instance_count"] == 2
+
+
+@pytest.mark.needs("cloud-sdks")
+def test_a_cpu_job_runs_on_the_cheapest_vm_size_that_fits(tmp_path: Path) -> None:
+    chosen = machines.cpu_offer("azure", 8, 32, backend="managed")
+    _, spec = azure_dry_run(tmp_path, "--nodes=2", "--cpus=8", "--memory=32")
+    rest = sdks.validate("azureml", spec)
+    assert rest["resources"] == {"instance_count": 2, "instance_type": chosen.machine}
+    assert rest["distribution"]["distribution_type"] == DISTRIBUTION

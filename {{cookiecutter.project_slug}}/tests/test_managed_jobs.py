@@ -21,7 +21,7 @@ import pytest
 from conftest import invoke_cli, project_env
 from helpers import google_api, sdks, services
 
-from cloud import catalog
+from cloud import catalog, machines
 
 PACKAGE = "{{ cookiecutter.package_name }}"
 PROJECT = "{{ cookiecutter.project_slug }}"
@@ -125,6 +125,32 @@ def test_a_two_node_spot_sagemaker_job_is_the_plan_field_by_field(moto: dict) ->
     assert stop.returncode == 0, stop.stderr
     assert stop.stdout.strip() == (
         f"$ aws sagemaker stop-training-job --training-job-name {run_id} --region us-east-1"
+    )
+
+
+@pytest.mark.needs("aws")
+def test_a_cpu_sagemaker_job_runs_on_a_machine_sagemaker_trains_on(moto: dict) -> None:
+    """--cpus picks among the catalog's machines whose ml.* type SageMaker lists (no c7a)."""
+    chosen = machines.cpu_offer("aws", 32, backend="managed")
+    assert f"ml.{chosen.machine}" in machines.load()["services"]["sagemaker_training"]["types"]
+    image = f"123456789012.dkr.ecr.us-east-1.amazonaws.com/{PROJECT}@{DIGEST}"
+    done = invoke_cli(
+        "train", "--cloud=aws", "--backend=managed", "--nodes=2", "--cpus=32", "--yes",
+        "--detach", f"--image={image}", env=moto,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    job = aws(moto, "sagemaker", "describe-training-job", "--training-job-name",
+              run_id_of(done.stdout))  # fmt: skip
+    assert job["ResourceConfig"] == {**job["ResourceConfig"], "InstanceType":
+                                     f"ml.{chosen.machine}", "InstanceCount": 2}  # fmt: skip
+    assert job["AlgorithmSpecification"]["TrainingImage"] == image
+    refused = invoke_cli(
+        "train", "--cloud=aws", "--backend=managed", "--machine=c7a.8xlarge", "--yes",
+        f"--image={image}", env=moto,
+    )  # fmt: skip
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "error: --machine c7a.8xlarge: SageMaker has no training instance ml.c7a.8xlarge" in (
+        refused.stderr
     )
 
 
@@ -260,6 +286,36 @@ def test_a_three_node_spot_vertex_job_is_what_gcloud_sends(
     assert stop.returncode == 0, stop.stderr
     assert api.bodies("POST", rf"/customJobs/{job_id}:cancel$")
     assert api.jobs[job_id]["state"] == "JOB_STATE_CANCELLING"
+
+
+@pytest.mark.needs("gcloud")
+def test_a_cpu_vertex_job_asks_for_a_machine_vertex_lists_and_no_accelerator(
+    vertex: tuple[google_api.GoogleApi, dict[str, str]], tmp_path: Path
+) -> None:
+    api, env = vertex
+    chosen = machines.cpu_offer("gcp", 16, backend="managed")
+    assert chosen.machine in machines.load()["services"]["vertex_training"]["types"]
+    image = f"us-central1-docker.pkg.dev/my-project/repo@{DIGEST}"
+    done = invoke_cli(
+        "train", "--cloud=gcp", "--backend=managed", "--nodes=2", "--cpus=16", "--yes",
+        "--detach", f"--image={image}", env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    (body,) = api.bodies("POST", r"/v1/projects/my-project/locations/us-central1/customJobs$")
+    for pool in body["jobSpec"]["workerPoolSpecs"]:
+        assert pool["machineSpec"] == {"machineType": chosen.machine}
+    if sdks.PYTHON:
+        (tmp_path / "request.json").write_text(json.dumps(body))
+        parsed = sdks.validate("vertex", tmp_path / "request.json")
+        assert parsed["jobSpec"]["workerPoolSpecs"][0]["machineSpec"]["machineType"] == (
+            chosen.machine
+        )
+    refused = invoke_cli(
+        "train", "--cloud=gcp", "--backend=managed", "--machine=c3d-standard-30", "--yes",
+        f"--image={image}", env=env,
+    )  # fmt: skip
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "--machine c3d-standard-30: Vertex AI trains on none of that family" in refused.stderr
 
 
 @pytest.mark.needs("gcloud")
@@ -497,6 +553,26 @@ def test_the_skypilot_task_parses_in_skypilot(tmp_path: Path) -> None:
     launch = f"python -m {PACKAGE}.launch hydra.run.dir=/outputs/run"
     assert f'timeout --signal=TERM --kill-after=90 "$left" {launch}' in task["run"]
     assert "deadline" in done.stdout and "(the task stops itself then)" in done.stdout
+
+
+@pytest.mark.needs("cloud-sdks")
+def test_a_cpu_skypilot_task_asks_for_the_machines_vcpus_and_memory_and_no_gpu(
+    tmp_path: Path,
+) -> None:
+    settings = tmp_path / "cloud.toml"
+    settings.write_text('[gcp]\nproject = "p"\nregion = "us-central1"\nbucket = "gs://jobs"\n')
+    env = project_env(CLOUD_SETTINGS=str(settings), CLOUD_RUNS=str(tmp_path / "runs"))
+    chosen = machines.cpu_offer("gcp", 30, spot=True)
+    done = invoke_cli(
+        "train", "--cloud=gcp", "--backend=skypilot", "--cpus=30", "--spot", "--dry-run",
+        f"--image=reg/x@{DIGEST}", env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    (spec,) = (tmp_path / "runs").glob("*/skypilot-task.yaml")
+    resources = sdks.validate("skypilot", spec)["resources"]
+    # The cheapest SkyPilot finds with at least the catalog machine's vCPUs and memory.
+    assert resources["cpus"] == f"{chosen.vcpus}+" and resources["use_spot"] is True
+    assert resources["memory"] == f"{chosen.memory_gib:g}+" and not resources.get("accelerators")
 
 
 @pytest.mark.parametrize(("hours_left", "ends_within"), [(-1.0, 2.0), (1 / 3600, 6.0)])

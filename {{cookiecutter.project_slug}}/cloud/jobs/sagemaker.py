@@ -64,9 +64,14 @@ def check(plan: Plan) -> None:
         same_gpu = sorted(
             t for t in known if t.startswith(f"ml.{plan.offer.machine.split('.')[0]}.")
         )
+        asked = (
+            f"--machine {plan.offer.machine}"
+            if plan.offer.is_cpu
+            else f"--gpu {plan.offer.gpu}:{plan.offer.count}"
+        )
         raise PlanError(
-            f"--gpu {plan.offer.gpu}:{plan.offer.count}: SageMaker has no training instance "
-            f"{wanted} (botocore's list); it has {', '.join(same_gpu) or 'none of that family'}"
+            f"{asked}: SageMaker has no training instance {wanted} (botocore's list); it has "
+            f"{', '.join(same_gpu) or 'none of that family'}"
         )
     if plan.max_hours * 3600 > MAX_RUNTIME_S:
         raise PlanError(f"--max-hours {plan.max_hours:g}: SageMaker runs a job 28 days at most")

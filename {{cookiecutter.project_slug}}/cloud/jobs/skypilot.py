@@ -13,7 +13,7 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING, Any
 
-from ..catalog import service_name
+from ..catalog import Offer, service_name
 from ..commands import CloudError, Commands
 from ..plan import Plan
 
@@ -48,7 +48,17 @@ def run_dir(bucket: str) -> str:
 
 def check(plan: Plan) -> None:
     assert plan.offer is not None
-    service_name("skypilot_accelerator", plan.offer.gpu)
+    if not plan.offer.is_cpu:
+        service_name("skypilot_accelerator", plan.offer.gpu)
+
+
+def _machine(offer: Offer) -> dict[str, Any]:
+    """The GPUs, not the catalog's machine: SkyPilot's optimizer picks the cheapest machine with
+    them (and prints its price before it launches). For a CPU machine, the cheapest with at least
+    its vCPUs and memory: never dearer than it, by SkyPilot's own catalog."""
+    if offer.is_cpu:
+        return {"cpus": f"{offer.vcpus}+", "memory": f"{offer.memory_gib:g}+"}
+    return {"accelerators": f"{service_name('skypilot_accelerator', offer.gpu)}:{offer.count}"}
 
 
 def spec(
@@ -57,12 +67,9 @@ def spec(
     """The task of the plan: the catalog's machine, the image by digest, the bucket mounted."""
     del distribution, cmd
     assert plan.offer is not None
-    accelerator = service_name("skypilot_accelerator", plan.offer.gpu)
     resources: dict[str, Any] = {
         "infra": f"{plan.cloud}/{plan.region}" if plan.region else plan.cloud,
-        # The GPUs, not the catalog's machine: SkyPilot's optimizer picks the cheapest machine
-        # with them (and prints its price before it launches).
-        "accelerators": f"{accelerator}:{plan.offer.count}",
+        **_machine(plan.offer),
         "use_spot": plan.spot,
         "image_id": f"docker:{plan.image}",
         "disk_size": 200,

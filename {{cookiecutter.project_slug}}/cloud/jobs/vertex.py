@@ -14,7 +14,8 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-from ..catalog import service_name
+from .. import machines
+from ..catalog import Offer, service_name
 from ..commands import CloudError, Commands
 from ..plan import Plan, PlanError
 from ..providers.gcp import labels, need_project
@@ -45,9 +46,28 @@ def run_dir(bucket: str) -> str:
 def check(plan: Plan) -> None:
     need_project(plan.settings)
     assert plan.offer is not None
-    service_name("vertex_accelerator", plan.offer.gpu)  # a GPU Vertex names
+    if plan.offer.is_cpu:
+        accepted = machines.service_accepts("managed", "gcp")
+        if accepted is not None and plan.offer.machine not in accepted:
+            raise PlanError(
+                f"--machine {plan.offer.machine}: Vertex AI trains on none of that family; of the "
+                f"catalog's CPU machines it takes {', '.join(sorted(accepted))}"
+            )
+    else:
+        service_name("vertex_accelerator", plan.offer.gpu)  # a GPU Vertex names
     if plan.max_hours > 7 * 24:
         raise PlanError(f"--max-hours {plan.max_hours:g}: a Vertex AI job runs 7 days at most")
+
+
+def machine_spec(offer: Offer) -> dict[str, Any]:
+    """A worker's machine: the type, and its GPUs where it has them."""
+    if offer.is_cpu:
+        return {"machineType": offer.machine}
+    return {
+        "machineType": offer.machine,
+        "acceleratorType": service_name("vertex_accelerator", offer.gpu),
+        "acceleratorCount": offer.count,
+    }
 
 
 def spec(
@@ -58,11 +78,7 @@ def spec(
     assert plan.offer is not None
     command, arguments = plan.entrypoint
     pool = {
-        "machineSpec": {
-            "machineType": plan.offer.machine,
-            "acceleratorType": service_name("vertex_accelerator", plan.offer.gpu),
-            "acceleratorCount": plan.offer.count,
-        },
+        "machineSpec": machine_spec(plan.offer),
         "diskSpec": {"bootDiskType": "pd-ssd", "bootDiskSizeGb": DISK_GB},
         "containerSpec": {
             "imageUri": plan.image,
