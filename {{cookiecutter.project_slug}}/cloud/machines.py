@@ -73,11 +73,11 @@ def service_accepts(backend: str, cloud: str) -> set[str] | None:
     if backend != "managed" or cloud == "azure":  # Azure ML takes any VM size
         return None
     services = load()["services"]
+    names = {entry["machine"] for entry in _cloud(cloud)["machines"]}
     if cloud == "aws":
         listed = set(services["sagemaker_training"]["types"])
-        return {o.machine for o in rows(cloud) if f"ml.{o.machine}" in listed}
-    vertex = services["vertex_training"]
-    return {o.machine for o in rows(cloud) if o.machine in vertex["types"]}
+        return {name for name in names if f"ml.{name}" in listed}
+    return names & set(services["vertex_training"]["types"])
 
 
 def cpu_offer(
@@ -124,13 +124,14 @@ def named(cloud: str, machine: str) -> Offer:
     cpu = {o.machine: o for o in rows(cloud)}
     if machine in cpu:
         return cpu[machine]
-    gpu = [o for o in catalog.rows(cloud) if o.machine == machine]
+    gpus = catalog.rows(cloud)
+    gpu = [o for o in gpus if o.machine == machine]
     if len(gpu) == 1:
         return gpu[0]
     if gpu:  # GCP's N1 hosts: the GPU is attached, so the machine alone does not say which
         given = " or ".join(f"--gpu {o.gpu}:{o.count}" for o in gpu)
         raise CatalogError(f"--machine {machine}: hosts several GPUs on {cloud}; give {given}")
-    names = [*cpu, *(o.machine for o in catalog.rows(cloud))]
+    names = [*cpu, *(o.machine for o in gpus)]
     close = difflib.get_close_matches(machine, names, n=3, cutoff=0.6)
     hint = f"; did you mean {' or '.join(close)}?" if close else ""
     raise CatalogError(
@@ -147,8 +148,3 @@ def vm_image(cloud: str) -> dict[str, Any]:
 def boot_image(offer: Offer) -> dict[str, Any]:
     """The VM image `offer`'s machine boots: the CPU image, or catalog.json's GPU image."""
     return vm_image(offer.cloud) if offer.is_cpu else catalog.vm_image(offer.cloud)
-
-
-def family(cloud: str, name: str) -> dict[str, Any]:
-    """A CPU family's kind, vendor, CPU and quota name."""
-    return dict(_cloud(cloud)["families"][name])
