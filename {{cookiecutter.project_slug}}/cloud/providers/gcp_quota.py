@@ -4,16 +4,19 @@ machine's family's vCPUs. A shortfall is one line naming the metric and where to
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from ..commands import Commands
 from ..plan import Plan
 
 
+def _gcloud(settings: dict[str, Any], *args: str) -> list[str]:
+    return ["gcloud", *args, f"--project={settings['project']}", "--format=json"]
+
+
 def quota_problem(plan: Plan, cmd: Commands) -> str | None:
     """The region's quota the run would exceed (_quota_metric), and how to raise it; None when
     it fits or cannot be read."""
-    from .gcp import _gcloud  # gcp.py imports this module: its command builder, taken late
-
     assert plan.offer is not None
     done = cmd.run(
         _gcloud(plan.settings, "compute", "regions", "describe", plan.region),
