@@ -184,6 +184,7 @@ BENCHMARKS: dict[str, tuple[str, dict[str, str] | None]] = {
     "monitoring": ("monitoring_overhead.py", {}),
     "monitoring-keras": ("monitoring_overhead.py", {"framework": "tensorflow", "tracking": "none"}),
     "scaling": ("scaling.py", None),
+    "cpu-scaling": ("cpu_scaling.py", None),
 }
 
 
@@ -194,7 +195,8 @@ BENCHMARKS: dict[str, tuple[str, dict[str, str] | None]] = {
         "the first step, by stage, vs invoke run; image and launch need a Docker engine), "
         "streaming (shards vs in-memory arrays: peak memory and throughput) or monitoring, "
         "monitoring-keras (the live metrics' cost per step), scaling (1 and 2 nodes as containers: "
-        "steps per second beside the ideal, the all-reduce time; needs a Docker engine)",
+        "steps per second beside the ideal, the all-reduce time; needs a Docker engine), "
+        "cpu-scaling (1 and 2 threads and nodes beside invoke estimate's prediction; Docker)",
     }
 )
 def bench(c: Context, name: str) -> None:

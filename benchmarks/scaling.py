@@ -19,7 +19,8 @@ from pathlib import Path
 from docker_bench import TEMPLATE_DIR, bake, build_command, engine_and_base, torch_wheels
 
 
-def main() -> None:
+def main(project_script: str = "scaling.py") -> None:
+    """Bake, build, then run the project's benchmarks/<project_script> on the image."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--framework", choices=["pytorch", "tensorflow"], default="pytorch")
     args, rest = parser.parse_known_args()
@@ -42,7 +43,7 @@ def main() -> None:
             ["git", "rev-parse", "--short=12", "HEAD"], cwd=project, capture_output=True, text=True
         ).stdout.strip()
         image = f"{project.name}:{revision}-cpu"  # the tag `invoke build --cpu` gives it
-        script = project / "benchmarks" / "scaling.py"
+        script = project / "benchmarks" / project_script
         rest = [word for word in rest if word != "--"]
         command = [sys.executable, str(script), "--image", image, *rest]
         code = subprocess.run(command, env=env).returncode

@@ -28,6 +28,7 @@ BASE_FILES = """
 Dockerfile
 LICENSE
 README.md
+benchmarks/cpu_scaling.py
 benchmarks/gpu.py
 benchmarks/gpu_check.py
 benchmarks/gpu_common.py
@@ -38,6 +39,7 @@ cloud/__init__.py
 cloud/catalog.json
 cloud/catalog.py
 cloud/commands.py
+cloud/estimate.py
 cloud/image.json
 cloud/jobs/__init__.py
 cloud/jobs/azureml.py
@@ -176,12 +178,14 @@ tasks/__init__.py
 tasks/args.py
 tasks/data.py
 tasks/dev.py
+tasks/estimate.py
 tasks/framework.py
 tasks/gpu_check.py
 tasks/image.py
 tasks/managed.py
 tasks/monitor.py
 tasks/offers.py
+tasks/profiling.py
 tasks/project.py
 tasks/remote.py
 tasks/remote_plan.py
@@ -214,6 +218,7 @@ tests/test_configs.py
 tests/test_contract.py
 tests/test_data.py
 tests/test_ddp.py
+tests/test_estimate.py
 tests/test_export.py
 tests/test_framework_tasks.py
 tests/test_gpu.py

@@ -73,15 +73,17 @@ def nodes_run(
     command: list[str],
     scratch: Path,
     files: dict[str, str] | None = None,
+    cpusets: list[str] | None = None,
 ) -> list[str]:
     """Run `command` in `count` containers as the nodes of one job, with `files` in each node's
-    /opt/ml/checkpoints; each node's output."""
+    /opt/ml/checkpoints (and node i on the CPUs cpusets[i], as a machine of its own has them);
+    each node's output."""
     network = f"scaling-{count}-{uuid.uuid4().hex[:8]}"
     hosts = [f"algo-{i + 1}" for i in range(count)]
     must(docker("network", "create", network), "docker network create")
     names = [f"{network}-{host}" for host in hosts]
     try:
-        for host, name in zip(hosts, names, strict=True):
+        for index, (host, name) in enumerate(zip(hosts, names, strict=True)):
             folder = scratch / network / host
             (folder / "checkpoints").mkdir(parents=True)
             for filename, text in (files or {}).items():
@@ -90,11 +92,13 @@ def nodes_run(
                 shutil.chown(folder / "checkpoints", 1000, 1000)
             config = {"current_host": host, "hosts": hosts, "network_interface_name": "eth0"}
             (folder / "resourceconfig.json").write_text(json.dumps(config))
-            gpus = ["--gpus", str(args.gpus)] if args.gpus else []
+            placed = ["--gpus", str(args.gpus)] if args.gpus else []
+            if cpusets:
+                placed.append(f"--cpuset-cpus={cpusets[index]}")
             must(
                 docker(
                     "run", "--detach", f"--name={name}", f"--network={network}",
-                    f"--hostname={host}", f"--network-alias={host}", *gpus, "--shm-size=2g",
+                    f"--hostname={host}", f"--network-alias={host}", *placed, "--shm-size=2g",
                     f"--volume={folder / 'resourceconfig.json'}:{CONFIG}:ro",
                     f"--volume={folder / 'checkpoints'}:/opt/ml/checkpoints",
                     "--entrypoint=dumb-init", args.image, "--", *command,

@@ -12,6 +12,9 @@ happen in the processes they start.
                 started and followed (cloud/ does the work)
     remote.py   the cloud runs: status, logs, stop
     offers.py   what they can run on: machines (CPU and GPU), gpus
+    estimate.py profiling.py
+                invoke estimate: the run profiled here, then its time and cost on N machines
+                of each type (cloud/estimate.py's model)
     managed.py  jobs of the clouds' training services (--backend=managed|skypilot)
     data.py     datasets: shards for data=shards (data.prepare), to the bucket (data.push)
     gpu_check.py   invoke gpu-check: on an NVIDIA GPU, the GPU tests and benchmark, one report
@@ -28,12 +31,12 @@ from invoke import Collection
 # invoke puts tasks/ on sys.path, not the project: the cloud tasks import cloud/ from beside it.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from . import data, dev, gpu_check, image, monitor, offers, remote, run
+from . import data, dev, estimate, gpu_check, image, monitor, offers, remote, run
 from .args import check_command_line
 
 namespace = Collection()
 # invoke build, invoke status, ...
-for module in (run, dev, monitor, image, remote, offers, gpu_check):
+for module in (run, dev, monitor, image, remote, offers, estimate, gpu_check):
     for task in Collection.from_module(module).tasks.values():
         namespace.add_task(task)
 namespace.add_collection(Collection.from_module(data, name="data"))  # invoke data.prepare

@@ -241,7 +241,8 @@ def unsent_secrets(plan: Plan, overrides: list[str]) -> list[str]:
     ]
 
 
-def show(plan: Plan, cmd: Commands) -> None:
+def show(plan: Plan, cmd: Commands, estimate: str = "") -> None:
+    """The plan's rows, with `estimate` (invoke estimate's time and cost) where there is one."""
     if plan.cloud == "aws" and plan.spot and not cmd.dry_run:
         live = PROVIDERS["aws"].live_spot_price(plan, cmd)
         if live is not None:
@@ -251,7 +252,8 @@ def show(plan: Plan, cmd: Commands) -> None:
         stays.append("SkyPilot's jobs controller, a small on-demand CPU VM SkyPilot keeps for its "
                      "managed jobs: billed while it runs, not in the cap above (sky status "
                      "lists it)")  # fmt: skip
-    rows = [*plan.summary(), *(("stays after it", what) for what in stays)]
+    estimated = [("estimate", estimate)] if estimate else []
+    rows = [*plan.summary(), *estimated, *(("stays after it", what) for what in stays)]
     width = max(len(key) for key, _ in rows)
     for key, value in rows:
         print(f"  {key:<{width}}  {value}")

@@ -20,7 +20,7 @@ from cloud.commands import Capacity, CloudError, Commands
 from cloud.plan import Plan, PlanError
 from cloud.vm import startup
 
-from . import managed
+from . import managed, profiling
 from .remote_plan import GOING, confirm, fail, machine_up, plan_run, show, unsent_secrets, utc_now
 
 FOLLOW_SECONDS = 10
@@ -185,7 +185,7 @@ def run_in_cloud(
             backend, nodes, monitor, cpus, memory, machine,
         )  # fmt: skip
         plan = dataclasses.replace(plan, attempts=retries + 1)  # the cap counts every launch
-        show(plan, cmd)
+        show(plan, cmd, profiling.plan_line(plan.offer, plan.nodes, plan.spot, overrides))
         for warning in unsent_secrets(plan, overrides):
             print(f"warning: {warning}", file=sys.stderr)
         if not plan.is_job:  # a VM's quota; the services check their own when they schedule

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+import types
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -24,8 +25,9 @@ from conftest import PROJECT_ROOT, SHORT, invoke_cli, module_command, project_en
 from helpers import services
 from omegaconf import OmegaConf
 
+from {{ cookiecutter.package_name }}.tracking import live as live_module
 from {{ cookiecutter.package_name }}.tracking.exporter import start
-from {{ cookiecutter.package_name }}.tracking.live import LiveMetrics
+from {{ cookiecutter.package_name }}.tracking.live import LiveMetrics, NoLiveMetrics
 
 MONITORING = PROJECT_ROOT / "monitoring"
 DASHBOARDS = MONITORING / "grafana" / "dashboards"
@@ -389,3 +391,22 @@ def test_a_second_reader_does_not_empty_the_samples_rate() -> None:
     first, second = metrics.samples_per_second(), metrics.samples_per_second()
     assert first > 1000  # 640 samples in about 0.2 s
     assert second > 0.9 * first
+
+
+@pytest.mark.parametrize("kind", ["none", "prometheus"])
+def test_throughput_counts_the_steps_alone_from_the_second_epoch(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """metrics.json's train_steps_per_second (with or without monitoring): the first epoch's
+    warm-up and the pauses between epochs (validation, checkpoints) are left out."""
+    clock = iter([0.0, 0.0, 5.0, 10.0, 100.0, 101.0, 102.0, 103.0])
+    fake = types.SimpleNamespace(perf_counter=lambda: next(clock), time=time.time)
+    monkeypatch.setattr(live_module, "time", fake)
+    live = NoLiveMetrics() if kind == "none" else LiveMetrics("run", 0)
+    live.epoch_started()  # 0: epoch 1, two steps of 5 s (warm-up)
+    live.batch(32, True)
+    live.batch(32, True)
+    live.epoch_started()  # 100: epoch 2 after 90 s of validation, three steps of 1 s
+    for _ in range(3):
+        live.batch(32, True)
+    assert live.throughput() == {"train_steps_per_second": 1.0, "train_samples_per_second": 32.0}

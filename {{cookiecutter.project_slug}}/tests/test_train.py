@@ -107,6 +107,10 @@ def test_the_summary_is_the_last_thing_printed_and_agrees_with_metrics_json(
     for key in ("test/accuracy", "test/loss", "val/accuracy", "val/loss"):
         assert summary[key] == f"{metrics[key]:.4f}", key
     assert summary["epochs"] == str(metrics["epochs"]) and summary["metrics"].endswith("json")
+    # The training steps' own rate (what invoke estimate profiles) and the threads they ran on.
+    steps, samples = metrics["train_steps_per_second"], metrics["train_samples_per_second"]
+    assert 0 < steps < samples and summary["train_steps_per_second"] == f"{steps:.4f}"
+    assert metrics["threads"] >= 1
     # No third-party start-up lines (the framework's C++ logging) anywhere in the run.
     assert not [line for line in lines if "absl" in line or "cpu_feature_guard" in line]
 

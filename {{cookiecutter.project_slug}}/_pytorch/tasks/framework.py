@@ -14,6 +14,7 @@ IMPORT = "torch"  # the module `invoke --list` must never import
 EXPORT_FORMATS = ("pt2",)
 # torch==X from PyPI is the CUDA build on Linux (several GB); this index has the CPU build.
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+BATCH_IS_GLOBAL = False  # data.batch_size is each process's: N nodes train on N times the batch
 GPUS_HELP = "GPUs (or CPU processes) for DDP through torchrun; 1 runs a single process"
 FIND_LINKS_BUILD_HELP = (
     "a URL of wheels pip reads as well (a mirror, a wheelhouse); for the CPU image it replaces "
@@ -67,11 +68,16 @@ def lock_args(flavour: str, find_links: str) -> list[str]:
     return ["--index-strategy", "unsafe-best-match", *source]
 
 
+def thread_env(threads: int) -> dict[str, str]:
+    """The environment that gives the trainer `threads` CPU threads (torch reads OpenMP's)."""
+    return {"OMP_NUM_THREADS": str(threads)}
+
+
 def container_command(package: str, gpus: int, overrides: list[str], threads: int = 0) -> list[str]:
     """What a cloud run's container runs (under dumb-init): DDP over the machine's GPUs; on a CPU
     machine one process whose intra-op threads are the machine's `threads` physical cores (OpenMP
     reads OMP_NUM_THREADS, and torch takes its thread count from it)."""
-    pinned = ["env", f"OMP_NUM_THREADS={threads}"] if threads else []
+    pinned = ["env", *(f"{k}={v}" for k, v in thread_env(threads).items())] if threads else []
     if gpus <= 1:
         return [*pinned, "python", "-m", f"{package}.train", *overrides]
     launch = ["python", "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={gpus}"]

@@ -9,6 +9,7 @@ NAME = "TensorFlow"
 IMPORT = "tensorflow"  # the module `invoke --list` must never import
 # What `invoke export` offers: training/formats.py's FORMATS (tests check that they agree).
 EXPORT_FORMATS = ("saved_model",)
+BATCH_IS_GLOBAL = True  # data.batch_size is the whole step's, split over the workers
 GPUS_HELP = (
     "GPUs for MirroredStrategy in this one process (without a GPU: logical CPU devices); "
     "1 trains on one device"
@@ -42,11 +43,17 @@ def lock_args(flavour: str, find_links: str) -> list[str]:
     return ["--extra", flavour, *pins, *(["--find-links", find_links] if find_links else [])]
 
 
+def thread_env(threads: int) -> dict[str, str]:
+    """The environment that gives the trainer `threads` CPU threads: TensorFlow's intra-op pool
+    (runtime.pin_threads) and oneDNN's OpenMP."""
+    return {"TF_NUM_INTRAOP_THREADS": str(threads), "OMP_NUM_THREADS": str(threads)}
+
+
 def container_command(package: str, gpus: int, overrides: list[str], threads: int = 0) -> list[str]:
     """What a cloud run's container runs (under dumb-init): one process over the machine's GPUs;
     on a CPU machine, TensorFlow's intra-op pool (and oneDNN's OpenMP) as wide as its `threads`
     physical cores: its default, every logical CPU, puts two threads on each core."""
-    pinned = [f"TF_NUM_INTRAOP_THREADS={threads}", f"OMP_NUM_THREADS={threads}"] if threads else []
+    pinned = [f"{k}={v}" for k, v in thread_env(threads).items()] if threads else []
     replicas = [f"NUM_REPLICAS={gpus}"] if gpus > 1 else []
     prefix = ["env", *replicas, *pinned] if replicas or pinned else []
     return [*prefix, "python", "-m", f"{package}.train", *overrides]

@@ -4,8 +4,8 @@ process of the job and served by exporter.py.
 The training loops call `batch()` once per batch: it adds to plain integers and a histogram
 bucket, and nothing is formatted until Prometheus scrapes. Values that live on the device (losses,
 the learning rate) come through `observe()` at the loops' own logging cadence, so monitoring adds
-no wait for the device. With `monitoring=none` the loops get `NoLiveMetrics`, which does nothing,
-and prometheus_client is never imported.
+no wait for the device. With `monitoring=none` the loops get `NoLiveMetrics`, which only times the
+steps (metrics.json's throughput), and prometheus_client is never imported.
 """
 
 from __future__ import annotations
@@ -29,13 +29,48 @@ class MonitoringError(Exception):
 
 
 class NoLiveMetrics:
-    """monitoring=none: every call does nothing."""
+    """monitoring=none: nothing is served; only the steps are timed, for metrics.json's
+    throughput (a clock read per optimizer step)."""
 
-    def batch(self, samples: int, optimizer_step: bool) -> None:
-        pass
+    def __init__(self) -> None:
+        self.steps = 0
+        self.samples = 0
+        self.step_seconds = 0.0
+        self._last_step = time.perf_counter()
+        self._first_epoch: tuple[int, int, float] | None = None  # steps, samples, seconds
+        self._epochs = 0
+
+    def batch(self, samples: int, optimizer_step: bool) -> float | None:
+        """Count a batch; at an optimizer step, the seconds since the step before."""
+        self.samples += samples
+        if not optimizer_step:
+            return None
+        now = time.perf_counter()
+        seconds, self._last_step = now - self._last_step, now
+        self.steps += 1
+        self.step_seconds += seconds
+        return seconds
 
     def epoch_started(self) -> None:
-        pass
+        """The next step's time starts now, not at the last step of the epoch before (which
+        validation and checkpoints followed)."""
+        self._last_step = time.perf_counter()
+        self._epochs += 1
+        if self._epochs == 2:  # the first epoch warms up (tracing, allocators): kept apart
+            self._first_epoch = (self.steps, self.samples, self.step_seconds)
+
+    def throughput(self) -> dict[str, float]:
+        """Optimizer steps and samples a second over the training steps alone (validation and
+        checkpoints left out), from the second epoch on when there is one."""
+        first = self._first_epoch
+        base = first if first and self.steps > first[0] else (0, 0, 0.0)
+        steps, seconds = self.steps - base[0], self.step_seconds - base[2]
+        if steps < 1 or seconds <= 0:
+            return {}
+        return {
+            "train_steps_per_second": round(steps / seconds, 3),
+            "train_samples_per_second": round((self.samples - base[1]) / seconds, 1),
+        }
 
     def observe(self, metrics: Mapping[str, Any]) -> None:
         pass
@@ -51,20 +86,17 @@ class LiveMetrics(NoLiveMetrics):
     """The numbers behind /metrics, kept as plain Python values until a scrape reads them."""
 
     def __init__(self, run: str, rank: int, checkpoint_interval_s: float | None = None) -> None:
+        super().__init__()
         self.rank = rank
         self.labels = {"run": run, "rank": str(rank)}  # on every series
         self.checkpoint_interval_s = checkpoint_interval_s
         self.started = time.time()
-        self.steps = 0
-        self.samples = 0
         self.step_counts = [0] * (len(STEP_BUCKETS) + 1)  # the last: above every bucket
-        self.step_seconds = 0.0
         self.values: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
         self.checkpoints = 0
         self.last_checkpoint: float | None = None  # unix time
         self.checkpoint_seconds: float | None = None
         self.training = True
-        self._last_step = time.perf_counter()
         # (time, samples) about once a second over the last RATE_WINDOW_S: samples/s over that
         # window, which no reader moves (a second scraper, the final push).
         self._marks: collections.deque[tuple[float, int]] = collections.deque(
@@ -73,22 +105,14 @@ class LiveMetrics(NoLiveMetrics):
 
     # ---- from the training loops ----------------------------------------------------------
 
-    def batch(self, samples: int, optimizer_step: bool) -> None:
-        self.samples += samples
-        if not optimizer_step:
-            return
-        now = time.perf_counter()
-        seconds, self._last_step = now - self._last_step, now
-        if now - self._marks[-1][0] >= 1.0:
-            self._marks.append((now, self.samples))
-        self.steps += 1
-        self.step_seconds += seconds
+    def batch(self, samples: int, optimizer_step: bool) -> float | None:
+        seconds = super().batch(samples, optimizer_step)
+        if seconds is None:
+            return None
+        if self._last_step - self._marks[-1][0] >= 1.0:
+            self._marks.append((self._last_step, self.samples))
         self.step_counts[bisect.bisect_left(STEP_BUCKETS, seconds)] += 1
-
-    def epoch_started(self) -> None:
-        """The next step's time starts now, not at the last step of the epoch before (which
-        validation and checkpoints followed)."""
-        self._last_step = time.perf_counter()
+        return seconds
 
     def observe(self, metrics: Mapping[str, Any]) -> None:
         """Logged metrics (`train/loss`, `val/accuracy`, `train/lr`, `epoch`) as gauges."""

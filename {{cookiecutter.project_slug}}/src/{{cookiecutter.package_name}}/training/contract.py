@@ -55,8 +55,9 @@ class Trainer(Protocol):
     @property
     def epochs_done(self) -> int: ...
     @property
-    def ran_on(self) -> dict[str, str]:
-        """The device and the precision it trains with, as metrics.json records them."""
+    def ran_on(self) -> dict[str, str | int]:
+        """The device, the precision and the CPU threads it trains with, as metrics.json
+        records them."""
         ...
 
     def fit(self, splits: Splits, stop: GracefulStop, resume_from: Path | None) -> dict[str, Any]:

@@ -72,7 +72,8 @@ def fit_and_test(
             metrics |= trainer.test(splits.test)
         metrics["epochs"] = trainer.epochs_done
         metrics["wall_time_s"] = round(time.perf_counter() - started, 2)
-        metrics |= trainer.ran_on  # the device and precision it actually trained with
+        metrics |= trainer.ran_on  # the device, precision and threads it actually trained with
+        metrics |= metrics_live.throughput()  # steps and samples a second (invoke estimate)
         exit_code = 0
         if rt.is_main:
             tracker.summary(metrics)

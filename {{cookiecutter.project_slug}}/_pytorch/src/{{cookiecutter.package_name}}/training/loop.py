@@ -84,9 +84,14 @@ class Trainer:
         self.loss_fn = nn.CrossEntropyLoss()
 
     @property
-    def ran_on(self) -> dict[str, str]:
-        """Where and how the run trained, for metrics.json: the device and the precision."""
-        return {"device": str(self.device), "precision": self.precision}
+    def ran_on(self) -> dict[str, str | int]:
+        """Where and how the run trained, for metrics.json: the device, the precision and the
+        CPU threads of its operators (OMP_NUM_THREADS where set, else the cores torch sees)."""
+        return {
+            "device": str(self.device),
+            "precision": self.precision,
+            "threads": torch.get_num_threads(),
+        }
 
     @property
     def parameter_count(self) -> int:

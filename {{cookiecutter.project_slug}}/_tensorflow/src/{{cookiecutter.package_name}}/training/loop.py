@@ -31,7 +31,7 @@ from .callbacks import (
 )
 from .checkpoint import Backup, BestCheckpoint
 from .contract import TrainerParts
-from .runtime import Runtime, dtype_policy, place_model, use_tf32
+from .runtime import Runtime, dtype_policy, place_model, threads, use_tf32
 from .scoring import evaluate_split, scorer
 from .signals import GracefulStop
 
@@ -87,7 +87,7 @@ class Trainer:
         )
 
     @property
-    def ran_on(self) -> dict[str, str]:
+    def ran_on(self) -> dict[str, str | int]:
         """Where and how the run trained, for metrics.json: the device, and the precision (tf32:
         fp32 whose matmuls and convolutions ran in TensorFloat-32)."""
         precision = {"float32": "fp32", "mixed_bfloat16": "bf16", "mixed_float16": "fp16"}
@@ -96,7 +96,7 @@ class Trainer:
             name = "tf32"
         replicas = self.runtime.replicas
         device = self.runtime.device + (f" x {replicas}" if replicas > 1 else "")
-        return {"device": device, "precision": name}
+        return {"device": device, "precision": name, "threads": threads()}
 
     @property
     def parameter_count(self) -> int:

@@ -25,6 +25,7 @@ from ..config.schema import Device, Precision
 log = logging.getLogger(__name__)
 
 # Replicas of MirroredStrategy in this process: the first N GPUs, or N logical CPU devices.
+THREADS_ENV = "TF_NUM_INTRAOP_THREADS"
 REPLICAS_ENV = "NUM_REPLICAS"
 # The longest path `broadcast` sends, in bytes.
 MAX_BROADCAST_BYTES = 4096
@@ -142,6 +143,7 @@ def start(device: str) -> Runtime:
     # TensorFlow logs every collective it sets up at INFO; our own lines say what matters.
     logging.getLogger("tensorflow").setLevel(logging.WARNING)
     share_gpus()  # before anything touches a GPU
+    pin_threads()  # before the first operator starts TensorFlow's thread pools
     chosen = pick_device(device)
     workers = _workers(_tf_config())
     if workers > 1:
@@ -161,6 +163,21 @@ def start(device: str) -> Runtime:
     else:
         strategy = tf.distribute.get_strategy()  # the default: one device, no copies
     return Runtime(strategy, chosen)
+
+
+def pin_threads() -> None:
+    """TF_NUM_INTRAOP_THREADS (a cloud CPU run sets it to the machine's physical cores) as the
+    intra-op pool's size, set where TensorFlow reports it back (threads())."""
+    wanted = os.environ.get(THREADS_ENV, "")
+    # Once set, a second job in this process (crossval's next fold) finds it set already.
+    pool = tf.config.threading
+    if wanted.isdigit() and 0 < int(wanted) != pool.get_intra_op_parallelism_threads():
+        pool.set_intra_op_parallelism_threads(int(wanted))
+
+
+def threads() -> int:
+    """The intra-op threads TensorFlow runs operators on (0 in its config: one a core)."""
+    return tf.config.threading.get_intra_op_parallelism_threads() or os.cpu_count() or 1
 
 
 def _work_around_keras_multi_worker() -> None:
