@@ -182,6 +182,7 @@ tasks/estimate.py
 tasks/framework.py
 tasks/gpu_check.py
 tasks/image.py
+tasks/loopback.py
 tasks/managed.py
 tasks/monitor.py
 tasks/offers.py

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from subprocess import PIPE
 
 import scaling  # beside this file: the containers-as-nodes runner
 
@@ -60,14 +62,22 @@ def measured(
 def profiled(args: argparse.Namespace) -> model.Profile:
     """invoke estimate's profile of the run, its trainer started in the image."""
 
-    def in_image(train: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-        given = [f"--env={name}={value}" for name, value in env.items()]
-        cpus = int(env.get("OMP_NUM_THREADS", "0")) or profiling.host_cores()
-        return scaling.docker(
-            "run", "--rm", "--shm-size=2g", f"--cpuset-cpus=0-{cpus - 1}", *given,
-            "--entrypoint=dumb-init", args.image, "--",
-            "python", "-m", f"{scaling.PACKAGE}.train", *train,
-        )  # fmt: skip
+    def in_image(
+        train: list[str], envs: list[dict[str, str]]
+    ) -> list[subprocess.CompletedProcess[str]]:
+        started = []
+        for index, env in enumerate(envs):  # side by side, on CPUs of their own
+            threads = int(env.get("OMP_NUM_THREADS", "0")) or profiling.host_cores()
+            cpus = f"{index * threads}-{(index + 1) * threads - 1}"
+            command = [
+                os.environ.get("DOCKER", "docker"), "run", "--rm", "--network=host",
+                "--shm-size=2g", f"--cpuset-cpus={cpus}",
+                *(f"--env={name}={value}" for name, value in env.items()),
+                "--entrypoint=dumb-init", args.image, "--",
+                "python", "-m", f"{scaling.PACKAGE}.train", *train,
+            ]  # fmt: skip
+            started.append(subprocess.Popen(command, stdout=PIPE, stderr=PIPE, text=True))
+        return profiling.finished(started)
 
     overrides = [f"trainer.max_epochs={args.epochs}", *MODEL]
     return profiling.profile(overrides, [1, 2], in_image, "/tmp/profile", args.repeats)

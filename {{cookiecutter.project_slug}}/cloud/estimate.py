@@ -7,7 +7,9 @@ The model, which `ASSUMPTIONS` prints under every table:
   thread a physical core, each core as fast as one of this machine's;
 - data parallel over nodes: each node computes its share of the step's batch, then the nodes
   all-reduce the gradients in a ring, 2(N-1)/N of their bytes over the machine's network, not
-  overlapped with compute (an upper bound), with a fixed latency a message;
+  overlapped with compute (an upper bound), with a fixed latency a message; and each step pays
+  N-1 times the coordination that two data-parallel processes of this machine paid beyond
+  their compute and bytes (the framework's collectives, waiting for the slower process);
 - data in a bucket is read over the same network while the step runs (prefetched): an epoch
   takes the longer of the two; a shard cache that holds a node's share is read once;
 - the run trains every epoch of trainer.max_epochs (early stopping can only shorten it);
@@ -29,8 +31,8 @@ ASSUMPTIONS = (
     "as this machine's",
     "nodes: data parallel; a ring all-reduce of the gradients over the machine's network "
     "(the catalog's figure; 'up to' is a burst rate), not overlapped with compute, "
-    f"{MESSAGE_LATENCY_S * 1e6:.0f} us a message (assumed); local nodes: the all-reduce "
-    "measured here",
+    f"{MESSAGE_LATENCY_S * 1e6:.0f} us a message (assumed), plus N-1 times the coordination "
+    "two data-parallel processes took here beyond their compute and bytes",
     "data in a bucket: read over the same network while the steps run; a cache that holds a "
     "node's share is read once",
     "every epoch of trainer.max_epochs; validation, test, checkpoints and start-up (VM boot, "
@@ -48,7 +50,7 @@ class Profile:
 
     step_s: dict[int, float]  # seconds an optimizer step (all its micro-batches) at T threads
     half_batch_step_s: float  # at one thread and batch // 2
-    batch: int  # data.batch_size: each process's (PyTorch) or the whole step's (TensorFlow)
+    batch: int  # data.batch_size: each process's, or the whole step's where batch_is_global
     batch_is_global: bool
     train_samples: int
     epochs: int  # trainer.max_epochs
@@ -58,8 +60,11 @@ class Profile:
     sample_bytes: int  # one training sample as the loader reads it
     from_bucket: bool
     cache_gb: float | None  # data=shards' local cache; None: the data is read once
-    local_all_reduce_s: float  # one all-reduce of the gradients between two local processes
+    local_all_reduce_s: float  # the gradients' bytes swapped between two local endpoints
     host_cores: int  # this machine's cores
+    # A step of two data-parallel processes here, a thread each, each its share of the batch:
+    # None where this machine has one core.
+    pair_step_s: float | None = None
 
     @classmethod
     def from_json(cls, fields: dict) -> Profile:
@@ -149,16 +154,30 @@ def compute_s(profile: Profile, threads: int, batch: float) -> float:
     return one_thread * ((1 - p) + p / threads)
 
 
+def coordination_s(profile: Profile) -> float:
+    """What a step of two data-parallel processes here took beyond its compute and its bytes:
+    the framework's collectives (their count and latency, the step's other reductions) and the
+    wait for the slower process."""
+    if profile.pair_step_s is None:
+        return 0.0
+    node_batch = profile.batch / 2 if profile.batch_is_global else profile.batch
+    alone = compute_s(profile, 1, node_batch) + profile.local_all_reduce_s
+    return max(0.0, profile.pair_step_s - alone)
+
+
 def all_reduce_s(profile: Profile, where: Candidate) -> float:
-    """One all-reduce of the gradients over `where.nodes` nodes in a ring."""
+    """What `where.nodes` nodes add to a step: a ring all-reduce of the gradients and the
+    coordination measured here for two, N-1 times over for N."""
     n = where.nodes
     if n == 1:
         return 0.0
     ring = 2 * (n - 1) / n  # of the gradient's bytes, each node sends and receives
-    if where.network_gbps is None:  # local: measured for two nodes, whose ring factor is 1
-        return profile.local_all_reduce_s * ring
-    seconds = ring * profile.gradient_bytes / (where.network_gbps * 1e9 / 8)
-    return seconds + 2 * (n - 1) * MESSAGE_LATENCY_S
+    if where.network_gbps is None:  # local: the bytes as swapped here (a ring of two moves 1x)
+        moved = profile.local_all_reduce_s * ring
+    else:
+        moved = ring * profile.gradient_bytes / (where.network_gbps * 1e9 / 8)
+        moved += 2 * (n - 1) * MESSAGE_LATENCY_S
+    return moved + (n - 1) * coordination_s(profile)
 
 
 def estimate(profile: Profile, where: Candidate) -> Estimate:

@@ -12,7 +12,7 @@ happen in the processes they start.
                 started and followed (cloud/ does the work)
     remote.py   the cloud runs: status, logs, stop
     offers.py   what they can run on: machines (CPU and GPU), gpus
-    estimate.py profiling.py
+    estimate.py profiling.py loopback.py
                 invoke estimate: the run profiled here, then its time and cost on N machines
                 of each type (cloud/estimate.py's model)
     managed.py  jobs of the clouds' training services (--backend=managed|skypilot)

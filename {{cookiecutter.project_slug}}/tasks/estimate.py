@@ -100,6 +100,11 @@ def show(estimates: list[model.Estimate], found: model.Profile, top: int, spot: 
         f"{found.local_all_reduce_s * 1000:.2f} ms to swap them between two local endpoints; "
         f"{found.train_samples:,} training samples, {found.epochs} epochs"
     )
+    if found.pair_step_s is not None:
+        print(
+            f"two data-parallel processes of a thread each: {1 / found.pair_step_s:.1f} steps/s, "
+            f"{model.coordination_s(found) * 1000:.2f} ms a step beyond their compute and bytes"
+        )
     print(f"prices: {'spot' if spot else 'on-demand'}, from the catalog (invoke machines)")
     print("the model:")
     for line in model.ASSUMPTIONS:
@@ -163,9 +168,10 @@ def estimate(
             )  # fmt: skip
     except (catalog.CatalogError, model.EstimateError) as error:
         raise Exit(f"error: {error}", 2) from None
-    print(f"profiling the run here ({', '.join(map(str, profiled))} threads, then half the "
-          "batch): about a minute", flush=True)  # fmt: skip
-    found = profiling.profile(given, profiled, repeats=runs)
+    config = profiling.run_config(given)  # bad overrides: the trainer's own line, at once
+    print(f"profiling the run here ({', '.join(map(str, profiled))} threads, half the batch, "
+          "two processes): a minute or two", flush=True)  # fmt: skip
+    found = profiling.profile(given, profiled, repeats=runs, config=config)
     where = profiling.save(found, given)
     chosen = candidates(found, places, counts, least_cpus, least_memory, machine, spot)
     show([model.estimate(found, w) for w in chosen], found, rows_shown, spot)

@@ -7,18 +7,17 @@ in .cache/estimate/, where `invoke train --dry-run` finds it again."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
 import os
 import re
 import shlex
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -29,7 +28,7 @@ from invoke import Exit
 from cloud import estimate as model
 from cloud.catalog import Offer
 
-from . import framework
+from . import framework, loopback
 from .project import PACKAGE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,6 +39,10 @@ BUCKETS = ("s3://", "gs://", "gcs://", "az://", "abfs://")  # data.source in a b
 DATA_LINE = re.compile(r"data \S+: (\d+) train / \d+ val / \d+ test, input \(([\d, ]*)\)")
 MODEL_LINE = re.compile(r"model \S+: ([\d,]+) parameters")
 RATE = re.compile(r"^\s+train_steps_per_second\s+([\d.]+)$", re.MULTILINE)  # the run's summary
+PREFLIGHT = (  # the check `python -m PACKAGE.train` makes of its command line first
+    f"import sys; from {PACKAGE}.config import preflight, schema; schema.register(); "
+    "preflight.check('train', sys.argv[1:])"
+)
 # What a profile run sets itself; the same keys given after `--` are left out of it.
 PROFILE_KEYS = (
     "hydra.run.dir", "trainer.device", "trainer.max_epochs", "trainer.limit_train_batches",
@@ -48,8 +51,9 @@ PROFILE_KEYS = (
 )  # fmt: skip
 
 
-# Runs `python -m PACKAGE.train ARGS` with ENV added: here, or in the image (cpu_scaling.py).
-Runner = Callable[[list[str], dict[str, str]], "subprocess.CompletedProcess[str]"]
+# Runs `python -m PACKAGE.train ARGS` once for each environment given (added to the process's),
+# side by side, process i on CPUs of its own: here, or in the image (cpu_scaling.py).
+Runner = Callable[[list[str], list[dict[str, str]]], "list[subprocess.CompletedProcess[str]]"]
 
 
 def host_cores() -> int:
@@ -60,39 +64,76 @@ def _key(text: str) -> str:
     return re.sub(r"^[+~]+", "", text.partition("=")[0])
 
 
-def here(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """`python -m PACKAGE.train ARGS` on this machine, `env` added to its environment, on as
-    many of its CPUs as OMP_NUM_THREADS says: a thread a core, as the model has it (another
-    Runner runs it elsewhere: benchmarks/cpu_scaling.py's, in the image)."""
-    return subprocess.run(
-        [sys.executable, "-m", f"{PACKAGE}.train", *args],
-        capture_output=True, text=True, env={**os.environ, **env}, cwd=ROOT,
-        preexec_fn=lambda: _pin(int(env.get("OMP_NUM_THREADS", 0))),
-    )  # fmt: skip
+def here(args: list[str], envs: list[dict[str, str]]) -> list[subprocess.CompletedProcess[str]]:
+    """The trainer on this machine, a process per environment, each on as many CPUs of its own
+    as its OMP_NUM_THREADS says: a thread a core, as the model has it."""
+    command = [sys.executable, "-m", f"{PACKAGE}.train", *args]
+    started = [
+        subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env={**os.environ, **env},
+            preexec_fn=functools.partial(_pin, index, _threads(env)),
+        )
+        for index, env in enumerate(envs)
+    ]
+    return finished(started)
 
 
-def _pin(threads: int) -> None:
-    """This process (a child about to start the trainer) on its first `threads` CPUs: a thread
-    that moves between CPUs, or shares one with another, times slower and unevenly."""
+def finished(started: list[subprocess.Popen[str]]) -> list[subprocess.CompletedProcess[str]]:
+    """Each process's exit status and output, once it ends (its pipes read as it goes)."""
+    done = []
+    for process in started:
+        out, err = process.communicate()
+        done.append(subprocess.CompletedProcess(process.args, process.returncode, out, err))
+    return done
+
+
+def _threads(env: dict[str, str]) -> int:
+    return int(env.get("OMP_NUM_THREADS", "0"))
+
+
+def _pin(index: int, threads: int) -> None:
+    """This process (a child about to start the trainer) on CPUs of its own: a thread that moves
+    between CPUs, or shares one with another, times slower and unevenly."""
     if threads and hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:threads])
+        cpus = sorted(os.sched_getaffinity(0))[index * threads : (index + 1) * threads]
+        os.sched_setaffinity(0, cpus or sorted(os.sched_getaffinity(0)))
 
 
 def run_config(overrides: list[str], run: Runner = here) -> dict[str, Any]:
     """The whole run's config as Hydra composes it (nothing trains)."""
     import yaml  # the project's environment has it (Hydra's); `invoke --list` does not import it
 
-    done = run([*overrides, "--cfg", "job", "--resolve"], {})
+    (done,) = run([*overrides, "--cfg", "job", "--resolve"], [{}])
     if done.returncode != 0:
-        raise Exit(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "error", 2)
+        raise Exit(_bad_command_line(overrides, done.stderr), 2)
     return yaml.safe_load(done.stdout)
 
 
+def _bad_command_line(overrides: list[str], said: str) -> str:
+    """The trainer's own line for overrides it refuses (Hydra's --cfg skips its check of the
+    command line), else Hydra's first."""
+    checked = subprocess.run(
+        [sys.executable, "-c", PREFLIGHT, *overrides], capture_output=True, text=True, cwd=ROOT
+    )
+    lines = checked.stderr.strip().splitlines()
+    if lines and lines[-1].startswith("error: "):
+        return lines[-1]
+    first = said.strip().splitlines()[:1] or ["the run's config does not compose"]
+    return f"error: {first[0]}"
+
+
 def timed_run(
-    overrides: list[str], threads: int, batch: int, epochs: int, run_dir: str, run: Runner = here
-) -> tuple[float, str]:
-    """Train `epochs` short epochs at `threads` threads and `batch`: the seconds an optimizer
-    step takes (the run's train_steps_per_second), and its log."""
+    overrides: list[str], threads: int, batch: int, epochs: int, run_dir: str, run: Runner = here,
+    processes: int = 1,
+) -> tuple[float, str]:  # fmt: skip
+    """Train `epochs` short epochs at `threads` threads and `batch` (in `processes` data-parallel
+    processes of this machine): the seconds an optimizer step takes (the run's
+    train_steps_per_second, the first process's), and the first process's log."""
     kept = [o for o in overrides if _key(o) not in PROFILE_KEYS]
     settings = [
         f"hydra.run.dir={run_dir}", "trainer.device=cpu", f"trainer.max_epochs={epochs}",
@@ -100,44 +141,22 @@ def timed_run(
         "logger=jsonl", "monitoring=none", "callbacks.early_stopping=null",
         f"data.batch_size={batch}",
     ]  # fmt: skip
-    done = run([*kept, *settings], framework.thread_env(threads))
-    log = done.stdout + done.stderr
+    ports = (loopback.free_port(), loopback.free_port())
+    envs = [
+        framework.thread_env(threads) | (framework.pair_env(rank, ports) if processes > 1 else {})
+        for rank in range(processes)
+    ]
+    done = run([*kept, *settings], envs)
+    log = done[0].stdout + done[0].stderr
     rate = RATE.search(log)
-    if done.returncode != 0 or not rate or float(rate[1]) <= 0:
-        last = log.strip().splitlines()[-1] if log.strip() else f"exit status {done.returncode}"
-        raise Exit(f"error: the profile run ({threads} threads, batch {batch}) failed: {last}", 1)
+    failed = [d for d in done if d.returncode != 0]
+    if failed or not rate or float(rate[1]) <= 0:
+        said = (failed[0].stdout + failed[0].stderr) if failed else log
+        last = said.strip().splitlines()[-1] if said.strip() else "no output"
+        what = f"{processes} x " if processes > 1 else ""
+        setting = f"{what}{threads} threads, batch {batch}"
+        raise Exit(f"error: the profile run ({setting}) failed: {last}", 1)
     return 1.0 / float(rate[1]), log
-
-
-def local_all_reduce_s(nbytes: int, rounds: int = 15) -> float:
-    """The median time two endpoints on this machine take to swap `nbytes` both ways over TCP:
-    a ring all-reduce of two nodes moves that much each way."""
-    payload = bytes(max(1, nbytes))
-    with socket.create_server(("127.0.0.1", 0)) as server:
-        one = socket.create_connection(server.getsockname())
-        other, _ = server.accept()
-    times = []
-    with one, other:
-        for _ in range(rounds + 2):
-            started = time.perf_counter()
-            senders = [threading.Thread(target=s.sendall, args=(payload,)) for s in (one, other)]
-            for sender in senders:
-                sender.start()
-            for end in (one, other):
-                _receive(end, len(payload))
-            for sender in senders:
-                sender.join()
-            times.append(time.perf_counter() - started)
-    return statistics.median(times[2:])
-
-
-def _receive(end: socket.socket, size: int) -> None:
-    view = memoryview(bytearray(size))
-    while size:
-        got = end.recv_into(view[-size:], size)
-        if not got:
-            raise OSError("the all-reduce peer closed")
-        size -= got
 
 
 def profile(
@@ -146,11 +165,13 @@ def profile(
     run: Runner = here,
     run_root: str = "",
     repeats: int = 1,
+    config: dict[str, Any] | None = None,
 ) -> model.Profile:
-    """Time the run at each of `threads` and at half its batch, one thread, the median of
-    `repeats` runs each (`run` runs the trainer, its run folders under `run_root`: a temporary
-    folder here by default)."""
-    config = run_config(overrides, run)
+    """Time the run at each of `threads`, at half its batch on one thread, and as two
+    data-parallel processes of a thread each, the median of `repeats` runs each (`run` runs the
+    trainer, its run folders under `run_root`: a temporary folder here by default; `config`:
+    run_config's, where it was read already)."""
+    config = config or run_config(overrides, run)
     data, trainer = config["data"], config["trainer"]
     batch = int(data["batch_size"])
     if batch < 2:
@@ -165,17 +186,18 @@ def profile(
         batches = min(LIMIT, math.ceil(int(found[1]) / batch))
         timed = max(epochs, 1 + math.ceil(TIMED_STEPS / batches))
 
-        def median_step(count: int, size: int, name: str) -> float:
-            times = [first] if (count, size) == (1, batch) and timed == epochs else []
-            while len(times) < repeats:  # the first run counts where it timed enough steps
-                step, _ = timed_run(
-                    overrides, count, size, timed, f"{root}/{name}-{len(times)}", run
-                )
-                times.append(step)
+        def median_step(count: int, size: int, name: str, processes: int = 1) -> float:
+            reuse = (count, size, processes) == (1, batch, 1) and timed == epochs
+            times = [first] if reuse else []  # the first run timed enough steps already
+            while len(times) < repeats:
+                folder = f"{root}/{name}-{len(times)}"
+                times.append(timed_run(overrides, count, size, timed, folder, run, processes)[0])
             return statistics.median(times)
 
         step_s = {count: median_step(count, batch, f"threads-{count}") for count in threads}
         half = median_step(1, batch // 2, "half")
+        # Two processes of a thread each, data parallel: what a step's coordination costs.
+        pair = median_step(1, batch, "pair", processes=2) if host_cores() >= 2 else None
     shape = [int(n) for n in found[2].replace(" ", "").split(",") if n]
     source = str(data.get("source", ""))
     shards = data.get("shards") or {}
@@ -193,8 +215,9 @@ def profile(
         sample_bytes=4 * math.prod(shape) + 8,  # float32 inputs and an int64 label
         from_bucket=source.startswith(BUCKETS),
         cache_gb=float(shards["cache_gb"]) if shards.get("cache_gb") else None,
-        local_all_reduce_s=local_all_reduce_s(4 * parameters),
+        local_all_reduce_s=loopback.swap_seconds(4 * parameters),
         host_cores=host_cores(),
+        pair_step_s=pair,
     )
 
 
@@ -231,7 +254,7 @@ def plan_line(offer: Offer | None, nodes: int, spot: bool, overrides: list[str])
         given = f" -- {shlex.join(overrides)}" if overrides else ""
         return (
             f"none yet: invoke estimate --cloud {offer.cloud} --machine {offer.machine} "
-            f"--nodes {nodes}{' --spot' if spot else ''}{given} (about a minute here)"
+            f"--nodes {nodes}{' --spot' if spot else ''}{given} (a minute or two here)"
         )
     found, taken = kept
     done = model.estimate(found, model.candidate(offer, nodes, spot))

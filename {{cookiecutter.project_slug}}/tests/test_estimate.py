@@ -58,6 +58,20 @@ def test_nodes_add_a_ring_all_reduce_over_the_network() -> None:
         model.local(PROFILE, 3)
 
 
+def test_what_two_processes_took_beyond_compute_and_bytes_is_paid_n_minus_1_times() -> None:
+    # Two processes of a thread each, a batch of 64 each: 10 ms of compute, 2 ms of bytes.
+    paired = dataclasses.replace(PROFILE, pair_step_s=0.015)
+    assert model.coordination_s(paired) == pytest.approx(0.003)
+    assert model.all_reduce_s(paired, model.local(paired, 2)) == pytest.approx(0.005)
+    bytes_and_latency = model.all_reduce_s(PROFILE, where(4))
+    assert model.all_reduce_s(paired, where(4)) == pytest.approx(bytes_and_latency + 3 * 0.003)
+    # Where the batch is the step's, each of the two computed 32 samples (6 ms).
+    tf = dataclasses.replace(paired, batch_is_global=True)
+    assert model.coordination_s(tf) == pytest.approx(0.015 - 0.006 - 0.002)
+    quick = dataclasses.replace(PROFILE, pair_step_s=0.001)  # faster than its parts: no cost
+    assert model.coordination_s(quick) == 0
+
+
 def test_the_whole_run_follows_each_frameworks_batch() -> None:
     one = model.estimate(PROFILE, where(1))
     assert one.steps == 1000 and one.seconds == pytest.approx(1000 * 0.003)

@@ -73,6 +73,15 @@ def thread_env(threads: int) -> dict[str, str]:
     return {"OMP_NUM_THREADS": str(threads)}
 
 
+def pair_env(rank: int, ports: tuple[int, int]) -> dict[str, str]:
+    """Process `rank` of two data-parallel processes on this machine (DDP over gloo, joined
+    as torchrun would join them: invoke estimate times a step of the pair)."""
+    return {
+        "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2",
+        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(ports[0]),
+    }  # fmt: skip
+
+
 def container_command(package: str, gpus: int, overrides: list[str], threads: int = 0) -> list[str]:
     """What a cloud run's container runs (under dumb-init): DDP over the machine's GPUs; on a CPU
     machine one process whose intra-op threads are the machine's `threads` physical cores (OpenMP

@@ -3,6 +3,7 @@ and its launch on several devices."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 NAME = "TensorFlow"
@@ -47,6 +48,14 @@ def thread_env(threads: int) -> dict[str, str]:
     """The environment that gives the trainer `threads` CPU threads: TensorFlow's intra-op pool
     (runtime.pin_threads) and oneDNN's OpenMP."""
     return {"TF_NUM_INTRAOP_THREADS": str(threads), "OMP_NUM_THREADS": str(threads)}
+
+
+def pair_env(rank: int, ports: tuple[int, int]) -> dict[str, str]:
+    """Process `rank` of two data-parallel workers on this machine (MultiWorkerMirroredStrategy
+    from TF_CONFIG: invoke estimate times a step of the pair)."""
+    workers = [f"127.0.0.1:{port}" for port in ports]
+    task = {"type": "worker", "index": rank}
+    return {"TF_CONFIG": json.dumps({"cluster": {"worker": workers}, "task": task})}
 
 
 def container_command(package: str, gpus: int, overrides: list[str], threads: int = 0) -> list[str]:

@@ -85,13 +85,9 @@ class Trainer:
 
     @property
     def ran_on(self) -> dict[str, str | int]:
-        """Where and how the run trained, for metrics.json: the device, the precision and the
-        CPU threads of its operators (OMP_NUM_THREADS where set, else the cores torch sees)."""
-        return {
-            "device": str(self.device),
-            "precision": self.precision,
-            "threads": torch.get_num_threads(),
-        }
+        """Where and how the run trained, for metrics.json: device, precision, CPU threads."""
+        threads = torch.get_num_threads()  # OMP_NUM_THREADS where set, else the cores it sees
+        return {"device": str(self.device), "precision": self.precision, "threads": threads}
 
     @property
     def parameter_count(self) -> int:
