@@ -39,6 +39,12 @@ cloud/__init__.py
 cloud/catalog.json
 cloud/catalog.py
 cloud/commands.py
+cloud/deploy/__init__.py
+cloud/deploy/azureml.py
+cloud/deploy/common.py
+cloud/deploy/sagemaker.py
+cloud/deploy/vertex.py
+cloud/endpoints.json
 cloud/estimate.py
 cloud/image.json
 cloud/jobs/__init__.py
@@ -111,6 +117,9 @@ requirements/cpu.txt
 requirements/cuda.txt
 requirements/gpu.txt
 requirements/image.in
+requirements/serve-cpu.txt
+requirements/serve-gpu.txt
+requirements/serve.in
 src/{package}/__init__.py
 src/{package}/cluster/__init__.py
 src/{package}/cluster/fabric.py
@@ -150,6 +159,7 @@ src/{package}/serve.py
 src/{package}/serving/__init__.py
 src/{package}/serving/batcher.py
 src/{package}/serving/drift.py
+src/{package}/serving/fetch.py
 src/{package}/serving/http.py
 src/{package}/serving/metrics.py
 src/{package}/serving/model.py
@@ -178,6 +188,7 @@ tasks/__init__.py
 tasks/args.py
 tasks/data.py
 tasks/dev.py
+tasks/endpoints.py
 tasks/estimate.py
 tasks/framework.py
 tasks/gpu_check.py
@@ -192,6 +203,7 @@ tasks/remote.py
 tasks/remote_plan.py
 tasks/remote_run.py
 tasks/run.py
+tasks/serving.py
 tests/conftest.py
 tests/framework_parts.py
 tests/helpers/__init__.py
@@ -219,6 +231,7 @@ tests/test_configs.py
 tests/test_contract.py
 tests/test_data.py
 tests/test_ddp.py
+tests/test_deploy.py
 tests/test_estimate.py
 tests/test_export.py
 tests/test_framework_tasks.py

@@ -9,6 +9,7 @@ Without an engine the module is skipped with the reason.
 
 from __future__ import annotations
 
+import csv
 import importlib.util
 import json
 import os
@@ -18,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
@@ -434,6 +436,259 @@ def test_the_cpu_scaling_benchmark_measures_threads_and_nodes_beside_the_estimat
         assert case["threads_seen"] == case["threads_given"], figures
         assert case["measured"] > 0 and case["predicted"] > 0
     assert "2 threads over 1:" in done.stdout and "worst prediction error" in done.stdout
+
+
+# --- the serving image: invoke build --serve, run as each managed endpoint runs it ---
+
+
+class Served(dict[str, tuple[str, Path]]):
+    """framework -> (its serving image, a model folder exported from a run of its training
+    image), made when first asked for."""
+
+    def __init__(self, projects: dict[str, Path], images: Images, root: Path) -> None:
+        super().__init__()
+        self.projects, self.images, self.root = projects, images, root
+
+    def __missing__(self, framework: str) -> tuple[str, Path]:
+        project, outputs = self.projects[framework], self.root / framework
+        outputs.mkdir()
+        os.chown(outputs, IMAGE_UID, IMAGE_UID)
+        mount = ["--volume", f"{outputs}:{CONTAINER_OUTPUTS}"]
+        run = f"{CONTAINER_OUTPUTS}/run"
+        trained = docker("run", "--rm", *mount, self.images[framework], "trainer.max_epochs=3",
+                         f"hydra.run.dir={run}", timeout=900)  # fmt: skip
+        assert trained.returncode == 0, trained.stdout[-3000:] + trained.stderr[-3000:]
+        exported = docker("run", "--rm", *mount, "--entrypoint", "python", self.images[framework],
+                          "-m", f"{ANSWERS_PACKAGE}.export", run, timeout=900)  # fmt: skip
+        assert exported.returncode == 0, exported.stdout[-3000:] + exported.stderr[-3000:]
+        stand_in, find_links = self.images.stand_in, self.images.find_links
+        built = invoke(project, *build_args(stand_in, find_links), "--serve")
+        assert built.returncode == 0, built.stdout[-6000:] + built.stderr[-6000:]
+        revision = git(project, "rev-parse", "--short=12", "HEAD")
+        self[framework] = served = (
+            f"{project.name}:{revision}-serve-cpu",
+            outputs / "run" / "model",
+        )
+        return served
+
+
+@pytest.fixture(scope="module")
+def served(projects: dict[str, Path], images: Images, tmp_path_factory) -> Served:
+    return Served(projects, images, tmp_path_factory.mktemp("served"))
+
+
+@dataclass
+class Endpoint:
+    """A serving container on loopback: its name and the host port of its HTTP port."""
+
+    container: str
+    port: int
+
+    def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}{path}", data=data, method=method,
+            headers={"Content-Type": "application/json"},
+        )  # fmt: skip
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                text = answer.read().decode()
+                return answer.status, json.loads(text) if text.strip() else None
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode()
+
+
+def start_endpoint(image: str, model: Path, mount_at: str, port: int, *args: str,
+                   env: dict[str, str] | None = None) -> Endpoint:  # fmt: skip
+    """The image as a service starts it: the model mounted read-only at `mount_at`, `env` set,
+    `args` after the image; returns once `port`'s health route answers 200."""
+    name = f"serve-test-{uuid.uuid4().hex[:8]}"
+    settings = [f"--env={key}={value}" for key, value in (env or {}).items()]
+    started = docker("run", "--detach", "--name", name, "--publish", f"127.0.0.1::{port}",
+                     "--volume", f"{model}:{mount_at}:ro", *settings, image, *args)  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    host_port = int(docker("port", name, str(port)).stdout.split(":")[-1])
+    endpoint = Endpoint(name, host_port)
+    health = (env or {}).get("AIP_HEALTH_ROUTE", "/ping")
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        try:
+            if endpoint.call("GET", health)[0] == 200:
+                return endpoint
+        except OSError:  # not listening yet
+            pass
+        time.sleep(0.5)
+    logs = docker("logs", name)
+    docker("rm", "--force", name)
+    raise AssertionError(f"{image} never got ready:\n{logs.stdout[-3000:]}{logs.stderr[-3000:]}")
+
+
+def parity(model: Path) -> tuple[list, list[int]]:
+    """The export's fixed validation batch and the classes the trained model gave it."""
+    import numpy as np
+
+    with np.load(model / "parity.npz") as batch:
+        return batch["x"].tolist(), batch["logits"].argmax(axis=1).tolist()
+
+
+def predicted_indices(answer: dict, model: Path) -> list[int]:
+    classes = json.loads((model / "model.json").read_text())["output"]["classes"]
+    return [classes.index(p["class"]) for p in answer["predictions"]]
+
+
+TRITON_CLIENT = """
+import sys, numpy as np, tritonclient.http as http
+client = http.InferenceServerClient(url=sys.argv[1])
+assert client.is_server_ready() and client.is_model_ready("model")
+with np.load(sys.argv[2]) as batch:
+    x, logits = batch["x"].astype(np.float32), batch["logits"]
+tensor = http.InferInput("input", list(x.shape), "FP32")
+tensor.set_data_from_numpy(x, binary_data=True)
+answer = client.infer("model", [tensor], outputs=[http.InferRequestedOutput("logits")])
+print(float(np.abs(answer.as_numpy("logits") - logits).max()))
+"""
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_the_serving_image_answers_as_sagemaker_runs_it(framework: str, served: Served) -> None:
+    """`docker run IMAGE serve`, the model at /opt/ml/model, port 8080: /ping, then /invocations
+    give the trained model's classes; NVIDIA's KServe V2 client gets its logits; the image has
+    nothing of training's, runs as uid 1000, and `docker stop` ends it cleanly at once."""
+    image, model = served[framework]
+    endpoint = start_endpoint(image, model, "/opt/ml/model", 8080, "serve")
+    try:
+        inputs, classes = parity(model)
+        status, answer = endpoint.call("POST", "/invocations", {"instances": inputs})
+        assert status == 200, answer
+        assert predicted_indices(answer, model) == classes
+        status, message = endpoint.call("POST", "/invocations", {"instances": [[1.0, 2.0]]})
+        assert status == 400 and "instance 0 has shape [2]" in message
+        triton = subprocess.run(
+            [sys.executable, "-c", TRITON_CLIENT, f"127.0.0.1:{endpoint.port}",
+             str(model / "parity.npz")],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert triton.returncode == 0, triton.stderr[-3000:]
+        assert float(triton.stdout.strip()) < 1e-4
+        user = docker("exec", endpoint.container, "id", "-u")
+        assert user.stdout.strip() == str(IMAGE_UID)
+        training_only = docker("exec", endpoint.container, "python", "-c", "import hydra")
+        assert training_only.returncode != 0 and "No module named 'hydra'" in training_only.stderr
+        started = time.monotonic()
+        stopped = docker("stop", "--time", "30", endpoint.container)
+        assert stopped.returncode == 0 and time.monotonic() - started < 15
+        state = docker("inspect", "--format", "{{.State.ExitCode}}", endpoint.container)
+        assert state.stdout.strip() == "0"
+    finally:
+        docker("rm", "--force", endpoint.container)
+    megabytes = [
+        int(docker("image", "inspect", "--format", "{{.Size}}", name).stdout) / 1e6
+        for name in (image, served.images[framework])
+    ]
+    print(f"{framework}: serving image {megabytes[0]:.0f} MB, training image {megabytes[1]:.0f} MB")
+
+
+def test_the_serving_image_answers_as_vertex_ai_and_azure_ml_run_it(served: Served) -> None:
+    """Unchanged, by their variables: Vertex AI's AIP_* port, routes and model folder; Azure
+    ML's model mount and its liveness, readiness and scoring routes."""
+    image, model = served["pytorch"]
+    inputs, classes = parity(model)
+    route = "/v1/endpoints/123/deployedModels/456"
+    vertex = {
+        "AIP_HTTP_PORT": "7080",
+        "AIP_HEALTH_ROUTE": route,
+        "AIP_PREDICT_ROUTE": f"{route}:predict",
+        "AIP_STORAGE_URI": "/tmp/vertex-model",
+    }
+    endpoint = start_endpoint(image, model, "/tmp/vertex-model", 7080, env=vertex)
+    try:
+        status, answer = endpoint.call("POST", f"{route}:predict", {"instances": inputs[:8]})
+        assert status == 200 and predicted_indices(answer, model) == classes[:8], answer
+    finally:
+        docker("rm", "--force", endpoint.container)
+    azure_dir = "/var/azureml-app/azureml-models/digits/1"
+    endpoint = start_endpoint(image, model, azure_dir, 8080, env={"AZUREML_MODEL_DIR": azure_dir})
+    try:
+        assert endpoint.call("GET", "/live")[0] == 200 and endpoint.call("GET", "/ready")[0] == 200
+        status, answer = endpoint.call("POST", "/score", {"instances": inputs[:8]})
+        assert status == 200 and predicted_indices(answer, model) == classes[:8], answer
+    finally:
+        docker("rm", "--force", endpoint.container)
+
+
+def test_invoke_serve_run_serves_a_run_in_the_serving_image(
+    served: Served, projects: dict[str, Path]
+) -> None:
+    """`invoke serve --run RUN`: the run's model in the serving image of this commit, on
+    loopback, until Ctrl-C."""
+    image, model = served["pytorch"]
+    port = engine.free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "invoke", "serve", "--run", str(model.parent), "--port", str(port)],
+        cwd=projects["pytorch"], env={**os.environ, "DOCKER": CLIENT},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )  # fmt: skip
+    endpoint = Endpoint("", port)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and process.poll() is None:
+            try:
+                if endpoint.call("GET", "/ping")[0] == 200:
+                    break
+            except OSError:
+                time.sleep(0.5)
+        inputs, classes = parity(model)
+        status, answer = endpoint.call("POST", "/invocations", {"instances": inputs[:4]})
+        assert status == 200 and predicted_indices(answer, model) == classes[:4], answer
+    finally:  # Ctrl-C in a terminal: SIGINT to every process of the foreground group
+        os.killpg(process.pid, signal.SIGINT)
+        output, _ = process.communicate(timeout=60)
+    assert f"in {image} on http://127.0.0.1:{port}" in output
+    running = docker("ps", "--quiet", "--filter", f"ancestor={image}")
+    assert running.stdout.strip() == "", "Ctrl-C stops the container"
+
+
+LOCUST_FILE = """
+import json, os
+from locust import HttpUser, constant, task
+
+BODY = json.dumps({"instances": json.load(open(os.environ["INSTANCES"]))})
+
+class Client(HttpUser):
+    wait_time = constant(0)
+
+    @task
+    def invoke(self):
+        self.client.post("/invocations", data=BODY, headers={"Content-Type": "application/json"})
+"""
+
+
+def test_a_locust_load_test_of_the_serving_image_has_no_error(
+    served: Served, tmp_path: Path
+) -> None:
+    """Locust, headless: 16 users without pause for 10 s on one container; every request
+    answered 200."""
+    image, model = served["pytorch"]
+    inputs, _ = parity(model)
+    (tmp_path / "instances.json").write_text(json.dumps(inputs[:4]))
+    (tmp_path / "locustfile.py").write_text(LOCUST_FILE)
+    endpoint = start_endpoint(image, model, "/opt/ml/model", 8080, "serve")
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "locust", "-f", str(tmp_path / "locustfile.py"), "--headless",
+             "--users", "16", "--spawn-rate", "16", "--run-time", "10s", "--only-summary",
+             "--host", f"http://127.0.0.1:{endpoint.port}", "--csv", str(tmp_path / "load")],
+            capture_output=True, text=True, timeout=120, cwd=tmp_path,
+            env={**os.environ, "INSTANCES": str(tmp_path / "instances.json")},
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        with open(tmp_path / "load_stats.csv") as stats:
+            total = next(row for row in csv.DictReader(stats) if row["Name"] == "Aggregated")
+        assert int(total["Request Count"]) > 100 and int(total["Failure Count"]) == 0, total
+        print(f"locust: {total['Request Count']} requests, {float(total['Requests/s']):.0f}/s, "
+              f"p50 {total['50%']} ms, p99 {total['99%']} ms")  # fmt: skip
+    finally:
+        docker("rm", "--force", endpoint.container)
 
 
 # --- the PyTorch image: secrets, rebuilds, registry, reproducibility ---

@@ -119,6 +119,31 @@ def test_project_locks_hold_the_matrix_cuda(framework: str, tracking: str) -> No
     assert cuda_wheels == []
 
 
+def entries(lock: Path) -> dict[str, str]:
+    """name -> its whole entry (the pin and its hashes), comment lines left out."""
+    found = re.findall(r"^([a-z0-9][^=\s]*)==(\S.*?)(?=^\S|\Z)", lock.read_text(), re.M | re.S)
+    return {name: " ".join(rest.split()) for name, rest in found}
+
+
+@pytest.mark.parametrize("framework", choices()["framework"])
+@pytest.mark.parametrize("tracking", choices()["tracking"])
+@pytest.mark.parametrize("flavour", ["gpu", "cpu"])
+def test_serving_locks_are_training_locks_less_everything_for_training(
+    framework: str, tracking: str, flavour: str
+) -> None:
+    """The serving image runs the model on the very wheels it was trained with (same versions,
+    same hashes) and has nothing of training's: no Hydra, no data formats, no tracker."""
+    folder = PROJECT_LOCKS / f"{framework}-{tracking}" / "requirements"
+    serving, training = entries(folder / f"serve-{flavour}.txt"), entries(folder / f"{flavour}.txt")
+    assert {"numpy", "prometheus-client"} <= serving.keys()
+    assert [name for name in serving if serving[name] != training.get(name)] == []
+    for_training = {"hydra-core", "omegaconf", "pyarrow", "pillow", "s3fs", "wandb", "dumb-init"}
+    assert for_training & serving.keys() == set()
+    if flavour == "gpu":
+        cudnn = [name for name in serving if name.startswith("nvidia-cudnn")]
+        assert cudnn and all(serving[name] == training[name] for name in cudnn)
+
+
 @pytest.mark.parametrize("row", ROWS, ids=[r["id"] for r in ROWS])
 def test_base_image_locks_hold_the_matrix_cuda(row: dict) -> None:
     lock = pins(TEMPLATE_DIR / "images" / row["framework"] / f"{row['id']}.txt")

@@ -13,6 +13,8 @@ imported by src/.
                               exporters of --monitor, and invoke monitor --run's tunnels to them
     jobs/                     several nodes: a plan as a job of SageMaker, Vertex AI, Azure ML or
                               SkyPilot (engines.py picks one; common.py is what they share)
+    endpoints.json deploy/    a trained model on a managed endpoint (invoke deploy): the
+                              instances and their prices; a SageMaker real-time endpoint
 """
 
 from types import ModuleType

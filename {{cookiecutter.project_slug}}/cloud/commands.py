@@ -43,6 +43,7 @@ FAILURES = [
     ),
     (
         r"VcpuLimitExceeded|MaxSpotInstanceCountExceeded|QUOTA_EXCEEDED|QuotaExceeded|"
+        r"ResourceLimitExceeded|RESOURCE_EXHAUSTED|"
         r"exceeding approved .* quota",
         "quota: the cloud says {quoted}; raise the quota named there (the cloud console's "
         "Quotas page) or choose a smaller GPU",

@@ -4,7 +4,8 @@ Hydra overrides go after `--`: `invoke train -- model=cnn trainer.max_epochs=5`.
 Tasks import only the standard library, so `invoke --list` stays instant; the heavy imports
 happen in the processes they start.
 
-    run.py      setup, train (here, or --cloud=...), evaluate, export, serve, crossval, sweep
+    run.py      setup, train (here, or --cloud=...), evaluate, export, crossval, sweep
+    serving.py  serve: an exported model here, or in the serving image on Docker
     dev.py      test, lint, format
     image.py    the training image: build, push (to a cloud's registry too), run, shell, lock
     remote_plan.py remote_run.py
@@ -16,6 +17,7 @@ happen in the processes they start.
                 invoke estimate: the run profiled here, then its time and cost on N machines
                 of each type (cloud/estimate.py's model)
     managed.py  jobs of the clouds' training services (--backend=managed|skypilot)
+    endpoints.py   a trained run on a managed endpoint: deploy, endpoints, predict, undeploy
     data.py     datasets: shards for data=shards (data.prepare), to the bucket (data.push)
     gpu_check.py   invoke gpu-check: on an NVIDIA GPU, the GPU tests and benchmark, one report
     monitor.py  Prometheus, a Pushgateway and node_exporter for the runs here, and a cloud run's
@@ -31,12 +33,24 @@ from invoke import Collection
 # invoke puts tasks/ on sys.path, not the project: the cloud tasks import cloud/ from beside it.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from . import data, dev, estimate, gpu_check, image, monitor, offers, remote, run
+from . import (
+    data,
+    dev,
+    endpoints,
+    estimate,
+    gpu_check,
+    image,
+    monitor,
+    offers,
+    remote,
+    run,
+    serving,
+)
 from .args import check_command_line
 
 namespace = Collection()
 # invoke build, invoke status, ...
-for module in (run, dev, monitor, image, remote, offers, estimate, gpu_check):
+for module in (run, serving, dev, monitor, image, remote, offers, estimate, gpu_check, endpoints):
     for task in Collection.from_module(module).tasks.values():
         namespace.add_task(task)
 namespace.add_collection(Collection.from_module(data, name="data"))  # invoke data.prepare

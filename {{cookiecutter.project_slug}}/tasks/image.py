@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime
 import importlib.util
+import io
 import json
 import os
 import shlex
@@ -107,6 +108,7 @@ def _docker_run(c: Context, command: list[str], what: str, **kwargs: object) -> 
 @task(
     help={
         "cpu": "build the CPU image (requirements/cpu.txt) instead of the GPU image",
+        "serve": "build the serving image (requirements/serve-*.txt) that deploy and serve run",
         "base_image": "the image to build on (default: the Dockerfile's digest-pinned CUDA base)",
         "python": "the base's Python, e.g. python3.11 (default: the Dockerfile's)",
         "find_links": framework.FIND_LINKS_BUILD_HELP,
@@ -120,10 +122,11 @@ def build(
     python: str = "",
     find_links: str = "",
     no_cache: bool = False,
+    serve: bool = False,
 ) -> None:
-    """Build the training image, tagged with the git revision: invoke build [--cpu]."""
+    """Build the training image, tagged with the git revision: invoke build [--cpu] [--serve]."""
     _docker_engine(c)
-    kind = flavour(cpu)
+    kind = ("serve-" if serve else "") + flavour(cpu)  # the tag's flavour and the lock's name
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     args = {
         "LOCK": f"requirements/{kind}.txt",
@@ -137,7 +140,8 @@ def build(
     }
     tags = [tag(c, kind), f"{IMAGE}:{kind}"]
     command = [DOCKER, "build", *(f"--build-arg={k}={v}" for k, v in args.items() if v)]
-    command += [f"--tag={tag}" for tag in tags] + (["--no-cache"] if no_cache else []) + ["."]
+    command += [f"--tag={tag}" for tag in tags] + (["--no-cache"] if no_cache else [])
+    command += ["--target=serve", "."] if serve else ["."]  # the training image is the last stage
     # BuildKit (the default since Docker 23) runs the Dockerfile's cache mounts.
     _docker_run(c, command, "docker build", env={"DOCKER_BUILDKIT": "1"}, pty=sys.stdout.isatty())
     print(f"built {tags[0]} (also {tags[1]})")
@@ -240,33 +244,42 @@ def _uv() -> list[str]:
     }
 )
 def lock(c: Context, find_links: str = "", upgrade: bool = False) -> None:
-    """Regenerate the image locks requirements/gpu.txt and cpu.txt from pyproject.toml."""
-    common = [
+    """Regenerate the image locks requirements/gpu.txt and cpu.txt from pyproject.toml, and
+    the serving image's, requirements/serve-gpu.txt and serve-cpu.txt."""
+    compile_ = [
         *_uv(),
         *("pip", "compile", "--quiet", "--native-tls", "--generate-hashes", "--no-annotate"),
         *("--python-version", LOCK_PYTHON, "--python-platform", LOCK_PLATFORM),
         *("--custom-compile-command", "invoke lock"),
         *(["--upgrade"] if upgrade else []),
-        *("pyproject.toml", "requirements/image.in"),
-        # The bucket backends: a cloud run reads data=shards and mirrors checkpoints through them.
-        *("--extra", "buckets"),
     ]
+    # The bucket backends: a cloud run reads data=shards and mirrors checkpoints through them.
+    training = ["pyproject.toml", "requirements/image.in", "--extra", "buckets"]
     for kind in FLAVOURS:
         output = ["--output-file", f"requirements/{kind}.txt"]
-        c.run(shlex.join([*common, *framework.lock_args(kind, find_links), *output]))
+        c.run(shlex.join([*compile_, *training, *framework.lock_args(kind, find_links), *output]))
         print(f"locked requirements/{kind}.txt")
+        # The serving image's: serve.in and the framework (from stdin), at training's versions.
+        requirement, args = framework.serve_lock_args(kind, find_links)
+        serving = ["requirements/serve.in", "-", "--constraint", f"requirements/{kind}.txt"]
+        output = ["--output-file", f"requirements/serve-{kind}.txt"]
+        command = shlex.join([*compile_, *serving, *args, *output])
+        c.run(command, in_stream=io.StringIO(requirement))
+        print(f"locked requirements/serve-{kind}.txt")
 
 
-def push_to(c: Context, cloud: str, cpu: bool, cmd: Commands) -> str:
-    """Push this revision's image to `cloud`'s registry (made on first use); its ref@digest."""
+def push_to(c: Context, cloud: str, cpu: bool, cmd: Commands, serve: bool = False) -> str:
+    """Push this revision's image (the serving image with `serve`) to `cloud`'s registry (made
+    on first use); its ref@digest."""
     provider, options = PROVIDERS[cloud], settings.load(cloud, IMAGE)
-    local_tag = tag(c, flavour(cpu))
+    local_tag = tag(c, ("serve-" if serve else "") + flavour(cpu))
     if cmd.dry_run:  # placeholders for what is not set yet; the plan lists what is needed
         options, _ = settings.with_placeholders(cloud, options)
-        print(f"$ invoke build{' --cpu' if cpu else ''}   # unless {local_tag} is built")
+        flags = (" --cpu" if cpu else "") + (" --serve" if serve else "")
+        print(f"$ invoke build{flags}   # unless {local_tag} is built")
     elif not exists(c, local_tag):
         print(f"no image {local_tag} yet: building it")
-        build(c, cpu=cpu)
+        build(c, cpu=cpu, serve=serve)
     repository = provider.ensure_repository(options, cmd)
     if not repository:  # --cloud=local without a registry: the engine runs it by its id
         return image_id(c, local_tag) if not cmd.dry_run else f"{local_tag}@<id>"
@@ -279,7 +292,8 @@ def push_to(c: Context, cloud: str, cpu: bool, cmd: Commands) -> str:
     reference = pushed_digest(c, remote)
     pushes = json.loads(PUSHES.read_text()) if PUSHES.exists() else {}
     pushed = datetime.datetime.now(datetime.UTC).replace(microsecond=0).isoformat()
-    pushes[cloud] = {"image": reference, "tag": remote, "pushed": pushed}
+    key = f"{cloud}-serve" if serve else cloud
+    pushes[key] = {"image": reference, "tag": remote, "pushed": pushed}
     PUSHES.parent.mkdir(parents=True, exist_ok=True)
     PUSHES.write_text(json.dumps(pushes, indent=2) + "\n")
     return reference

@@ -1,4 +1,4 @@
-"""Running the project here: install it, train, evaluate, export, serve, cross-validate, sweep."""
+"""Running the project here: install it, train, evaluate, export, cross-validate, sweep."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from invoke import Context, Exit, task
 
 from . import framework
 from .args import override_args, overrides, whole_number
-from .args import port as port_number
 from .project import DEFAULT_CLOUD, DEFAULT_GPU, PACKAGE
 
 PYTHON = shlex.quote(sys.executable)
@@ -185,22 +184,6 @@ def export(c: Context, run: str = "", format: str = "") -> None:
     )
     if done is None or done.exited:
         raise Exit(code=done.exited if done is not None else 1)
-
-
-@task(
-    help={
-        "model": "a model folder: invoke export --run RUN writes RUN/model/",
-        "port": "where to listen (8080, as SageMaker's containers do)",
-    }
-)
-def serve(c: Context, model: str = "", port: str = "8080") -> None:
-    """Serve an exported model here: SageMaker, Vertex AI, Azure ML and KServe V2 routes."""
-    if not model:
-        raise Exit("error: invoke serve needs --model DIR (invoke export --run RUN writes one)", 2)
-    if not (Path(model) / "model.json").is_file():
-        raise Exit(f"error: --model {model}: no model.json there (invoke export --run RUN)", 2)
-    number = port_number("--port", port)
-    c.run(f"{PYTHON} -m {PACKAGE}.serve --model {shlex.quote(model)} --port {number}", pty=_pty())
 
 
 @task(help={"folds": "number of folds, at least 2"})

@@ -60,6 +60,9 @@ POLICIES = {
     ),
     "runner, no secrets": aws_policies.runner(settings(secrets={}), ACCOUNT),
     "sagemaker job": aws_policies.sagemaker_job(settings(), ACCOUNT),
+    "sagemaker endpoint": aws_policies.sagemaker_endpoint(
+        settings(), ACCOUNT, "s3://team-bucket/proj/endpoints/"
+    ),
 }
 
 
@@ -135,6 +138,16 @@ def significant(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @pytest.mark.needs("iam-linters")
+def test_an_endpoint_reads_the_model_archives_and_nothing_else_of_the_bucket() -> None:
+    by_sid = {s["Sid"]: s for s in statements(POLICIES["sagemaker endpoint"])}
+    assert set(by_sid) == {"RegistryToken", "PullTheProjectImage", "ReadTheModelArchives",
+                           "WriteTheEndpointLogs"}  # fmt: skip
+    archives = by_sid["ReadTheModelArchives"]
+    assert (archives["Action"], archives["Resource"]) == (
+        "s3:GetObject", "arn:aws:s3:::team-bucket/proj/endpoints/*"
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize("name", POLICIES)
 def test_the_iam_linters_find_nothing_above_low(name: str, tmp_path: Path) -> None:
     findings = iam.lint(POLICIES[name], tmp_path)

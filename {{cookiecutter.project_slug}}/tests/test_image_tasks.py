@@ -71,6 +71,7 @@ def test_build_makes_the_gpu_image_tagged_with_the_revision(fake_docker: Path) -
     assert tags[1] == f"{IMAGE}:gpu"
     assert tags[0].startswith(f"{IMAGE}:") and tags[0].endswith("-gpu")
     assert not [arg for arg in build if "BASE_IMAGE" in arg], "the Dockerfile's pinned base"
+    assert not [arg for arg in build if arg.startswith("--target")], "the last stage: training's"
 
 
 def test_build_cpu_with_another_base_and_python(fake_docker: Path) -> None:
@@ -85,6 +86,17 @@ def test_build_cpu_with_another_base_and_python(fake_docker: Path) -> None:
 
     for name, value in framework.image_build_args(cpu=True, find_links="").items():
         assert f"--build-arg={name}={value}" in build
+
+
+def test_build_serve_makes_the_serving_stage_from_the_serving_lock(fake_docker: Path) -> None:
+    done = invoke("build", "--serve", "--cpu", docker=fake_docker)
+    assert done.returncode == 0, done.stderr
+    build = calls(fake_docker)[-1]
+    assert "--build-arg=LOCK=requirements/serve-cpu.txt" in build
+    assert build[-2:] == ["--target=serve", "."]
+    tags = [arg.removeprefix("--tag=") for arg in build if arg.startswith("--tag=")]
+    assert tags[1] == f"{IMAGE}:serve-cpu" and tags[0].endswith("-serve-cpu")
+    assert (PROJECT_ROOT / "requirements/serve-cpu.txt").is_file()
 
 
 def test_a_failed_build_says_so_and_exits_non_zero(fake_docker: Path) -> None:

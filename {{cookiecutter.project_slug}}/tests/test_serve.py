@@ -22,6 +22,7 @@ from conftest import PACKAGE, PROJECT_ROOT, project_env, read_metrics
 from helpers.services import free_port
 
 from {{ cookiecutter.package_name }} import export as exporting
+from {{ cookiecutter.package_name }} import serve as serve_main
 
 
 @pytest.fixture(scope="module")
@@ -176,6 +177,18 @@ def test_vertex_ai_runs_it_by_its_variables(model: Path) -> None:
         assert status == 200 and len(answer["predictions"]) == 3
     finally:
         stop(vertex)
+
+
+def test_azure_ml_mounts_a_folder_model_inside_its_model_dir(
+    model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Azure ML mounts a model registered from a folder as that folder inside
+    AZUREML_MODEL_DIR: the server finds model.json there."""
+    mount = tmp_path / "azureml-models" / "digits" / "1"
+    shutil.copytree(model, mount / "model")
+    monkeypatch.delenv("AIP_STORAGE_URI", raising=False)
+    monkeypatch.setenv("AZUREML_MODEL_DIR", str(mount))
+    assert serve_main.model_folder(None) == mount / "model"
 
 
 def test_concurrent_requests_share_batches_and_are_counted(model: Path) -> None:

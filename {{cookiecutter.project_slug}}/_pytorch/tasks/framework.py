@@ -68,6 +68,12 @@ def lock_args(flavour: str, find_links: str) -> list[str]:
     return ["--index-strategy", "unsafe-best-match", *source]
 
 
+def serve_lock_args(flavour: str, find_links: str) -> tuple[str, list[str]]:
+    """The serving lock's framework requirement and uv arguments (beside requirements/serve.in
+    and the training lock of `flavour` as constraints): the same torch build as training's."""
+    return "torch", lock_args(flavour, find_links)
+
+
 def thread_env(threads: int) -> dict[str, str]:
     """The environment that gives the trainer `threads` CPU threads (torch reads OpenMP's)."""
     return {"OMP_NUM_THREADS": str(threads)}

@@ -44,6 +44,13 @@ def lock_args(flavour: str, find_links: str) -> list[str]:
     return ["--extra", flavour, *pins, *(["--find-links", find_links] if find_links else [])]
 
 
+def serve_lock_args(flavour: str, find_links: str) -> tuple[str, list[str]]:
+    """The serving lock's framework requirement and uv arguments (beside requirements/serve.in
+    and the training lock of `flavour` as constraints): pyproject.toml's extra of `flavour`."""
+    requirement = "tensorflow[and-cuda]" if flavour == "gpu" else "tensorflow-cpu"
+    return requirement, ["--find-links", find_links] if find_links else []
+
+
 def thread_env(threads: int) -> dict[str, str]:
     """The environment that gives the trainer `threads` CPU threads: TensorFlow's intra-op pool
     (runtime.pin_threads) and oneDNN's OpenMP."""

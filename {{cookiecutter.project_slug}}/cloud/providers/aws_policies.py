@@ -79,17 +79,9 @@ def _read(bucket: str, sid: str, actions: list[str]) -> list[dict[str, Any]]:
     return [listing, objects]
 
 
-def _secret_arn(region: str, account: str, name: str) -> str:
-    # Secrets Manager ends each secret's ARN with a dash and six random characters.
-    if name.startswith("arn:"):
-        return name
-    return f"arn:aws:secretsmanager:{region}:{account}:secret:{name}-??????"
-
-
-def runner(settings: dict[str, Any], account: str, session_manager: bool = True) -> dict[str, Any]:
-    """What the code of a run may do with the account (on a VM, or in a SageMaker job)."""
-    region, project = settings["region"], settings["project_name"]
-    statements: list[dict[str, Any]] = [
+def _pull(region: str, account: str, project: str) -> list[dict[str, Any]]:
+    """Pull the project's image from its ECR repository, and no other."""
+    return [
         {  # takes no resource (AWS's Service Authorization Reference); the token it returns
             # pulls only what the statement below allows
             "Sid": "RegistryToken",
@@ -107,6 +99,21 @@ def runner(settings: dict[str, Any], account: str, session_manager: bool = True)
             ],
             "Resource": f"arn:aws:ecr:{region}:{account}:repository/{project}",
         },
+    ]
+
+
+def _secret_arn(region: str, account: str, name: str) -> str:
+    # Secrets Manager ends each secret's ARN with a dash and six random characters.
+    if name.startswith("arn:"):
+        return name
+    return f"arn:aws:secretsmanager:{region}:{account}:secret:{name}-??????"
+
+
+def runner(settings: dict[str, Any], account: str, session_manager: bool = True) -> dict[str, Any]:
+    """What the code of a run may do with the account (on a VM, or in a SageMaker job)."""
+    region, project = settings["region"], settings["project_name"]
+    statements: list[dict[str, Any]] = [
+        *_pull(region, account, project),
         *_read(settings["bucket"], "ReadWriteTheProjectBucket", ["s3:GetObject", "s3:PutObject"]),
     ]
     for number, bucket in enumerate(settings.get("data_buckets", []), 1):
@@ -164,3 +171,29 @@ def sagemaker_job(settings: dict[str, Any], account: str) -> dict[str, Any]:
         },
     ]
     return policy
+
+
+def sagemaker_endpoint(settings: dict[str, Any], account: str, models: str) -> dict[str, Any]:
+    """The role of the project's SageMaker endpoints: pull its image, read the model archives
+    under `models` (s3://bucket/<project>/endpoints/: every endpoint reads its own again when
+    it adds an instance), write the endpoints' logs; nothing of the runs, data or secrets."""
+    region = settings["region"]
+    name, prefix = split_bucket(models)
+    return {
+        "Version": VERSION,
+        "Statement": [
+            *_pull(region, account, settings["project_name"]),
+            {
+                "Sid": "ReadTheModelArchives",
+                "Effect": "Allow",
+                "Action": "s3:GetObject",
+                "Resource": f"arn:aws:s3:::{name}/{prefix}*",
+            },
+            {
+                "Sid": "WriteTheEndpointLogs",
+                "Effect": "Allow",
+                "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
+                "Resource": f"arn:aws:logs:{region}:{account}:log-group:/aws/sagemaker/Endpoints/*",
+            },
+        ],
+    }

@@ -33,6 +33,7 @@ import numpy as np
 from omegaconf import OmegaConf
 
 from .data.splits import DataError, Split
+from .serving.drift import feature_bins, softmax
 
 FOLDER = "model"
 PARITY_BATCH = 64
@@ -46,18 +47,6 @@ CONFIDENCE_BINS = np.linspace(0.0, 1.0, 11)
 
 class ExportError(Exception):
     """What stops an export, said in one line."""
-
-
-def softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
-    return shifted / shifted.sum(axis=1, keepdims=True)
-
-
-def feature_bins(x: np.ndarray, quantiles: np.ndarray) -> np.ndarray:
-    """Each input's bin (0-9) per feature: how many of the feature's inner decile edges it
-    reaches. Tied values (a pixel that is mostly 0) land in one bin, here and when serving."""
-    flat = x.reshape(len(x), -1)[:, : len(quantiles)]
-    return (flat[:, :, None] >= quantiles[None, :, 1:-1]).sum(axis=2)
 
 
 def reference(x: np.ndarray, logits: np.ndarray, num_classes: int) -> dict[str, Any]:

@@ -1,9 +1,10 @@
 """Serve an exported model: `python -m PACKAGE.serve [--model DIR] [--port N]`.
 
 DIR is a model folder (`invoke export --run RUN` writes RUN/model/). Without --model, the first
-that exists of: the folder $AIP_STORAGE_URI names (Vertex AI, when it is a local path),
-/opt/ml/model (SageMaker), $AZUREML_MODEL_DIR (Azure ML). The port: --port, else $AIP_HTTP_PORT
-(Vertex AI), else 8080 (SageMaker's). serving/http.py lists the routes.
+that exists of: $AIP_STORAGE_URI (Vertex AI: a gs:// URI, copied here first, or a path),
+/opt/ml/model (SageMaker), $AZUREML_MODEL_DIR (Azure ML; or the folder in it). The port:
+--port, else $AIP_HTTP_PORT (Vertex AI), else 8080 (SageMaker's). serving/http.py lists the
+routes.
 """
 
 from __future__ import annotations
@@ -18,19 +19,35 @@ DEFAULT_PORT = 8080
 MODEL_PLACES = ("AIP_STORAGE_URI", "/opt/ml/model", "AZUREML_MODEL_DIR")
 
 
+def _holding_the_card(folder: Path) -> Path:
+    """`folder`, or the folder below it that holds model.json (Azure ML mounts a model
+    registered from a folder as that folder, inside AZUREML_MODEL_DIR)."""
+    if (folder / "model.json").is_file():
+        return folder
+    found = sorted(folder.glob("*/model.json")) + sorted(folder.glob("*/*/model.json"))
+    return found[0].parent if found else folder
+
+
 def model_folder(given: str | None) -> Path | None:
-    """--model, else the first place a managed endpoint puts the model that exists here."""
+    """--model, else the first place a managed endpoint puts the model that exists here (a
+    gs:// AIP_STORAGE_URI is copied here first)."""
     if given:
         return Path(given)
     for place in MODEL_PLACES:
         path = os.environ.get(place, "") if not place.startswith("/") else place
+        if path.startswith("gs://"):
+            from .serving.fetch import gcs_folder
+
+            return _holding_the_card(gcs_folder(path))
         if path and "://" not in path and Path(path).is_dir():
-            return Path(path)
+            return _holding_the_card(Path(path))
     return None
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog=f"python -m {__package__}.serve", description=__doc__)
+    # SageMaker starts an endpoint's container as `docker run IMAGE serve`.
+    parser.add_argument("command", nargs="?", choices=["serve"], help="SageMaker's; ignored")
     parser.add_argument("--model", help="a model folder (invoke export writes RUN/model/)")
     parser.add_argument("--port", type=int, help="default: $AIP_HTTP_PORT, else 8080")
     parser.add_argument("--host", default="0.0.0.0", help="default: every address")
@@ -40,7 +57,10 @@ def main(argv: list[str] | None = None) -> None:
         "--max-delay-ms", type=float, default=2.0, help="how long a request waits for others"
     )
     args = parser.parse_args(argv)
-    folder = model_folder(args.model)
+    try:
+        folder = model_folder(args.model)
+    except OSError as error:  # the bucket of AIP_STORAGE_URI: not there, or not ours to read
+        sys.exit(f"error: cannot copy the model from {os.environ.get('AIP_STORAGE_URI')}: {error}")
     if folder is None or not (folder / "model.json").is_file():
         where = str(folder) if folder else f"none of {', '.join(MODEL_PLACES)}"
         sys.exit(f"error: no model folder with a model.json at {where}: pass --model DIR "

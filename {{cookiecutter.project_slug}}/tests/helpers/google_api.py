@@ -2,10 +2,11 @@
 IAM calls a first run makes (service accounts, custom roles, the IAM policies of a project, bucket,
 repository and secret), for the real `gcloud`.
 
-It keeps instances, custom jobs, accounts, roles and policies in memory, answers create, get,
-list, delete and cancel as the APIs do (with operations that are done at once), and records
-every request, so a test reads the exact body gcloud sent. It proves what gcloud sends for our
-flags, not what Google accepts.
+It keeps instances, custom jobs, accounts, roles, policies and Vertex AI's models and endpoints
+in memory, serves a folder's files as Cloud Storage objects and a token as the metadata server
+does, answers create, get, list, delete and cancel as the APIs do (with operations that are done
+at once), and records every request, so a test reads the exact body gcloud sent. It proves what
+gcloud sends for our flags, not what Google accepts.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 
 @dataclass
@@ -43,6 +44,10 @@ class GoogleApi:
     firewalls: dict[str, dict[str, Any]] = field(default_factory=dict)  # firewall rules by name
     project_number: str = "123456789012"  # every project's, as projects.get answers
     bucket_owner: str = ""  # the projectNumber buckets.get answers: the project's when empty
+    storage: Path | None = None  # objects: <storage>/<bucket>/<name>, read by objects.list/get
+    models: dict[str, dict[str, Any]] = field(default_factory=dict)  # Vertex AI models by id
+    endpoints: dict[str, dict[str, Any]] = field(default_factory=dict)  # Vertex AI endpoints
+    serving_quota: bool = True  # False: deployModel is refused as a project with no quota is
 
     def bodies(self, method: str, pattern: str) -> list[Any]:
         return [r.body for r in self.requests if r.method == method and re.search(pattern, r.path)]
@@ -77,10 +82,17 @@ def _handler(api: GoogleApi) -> type[BaseHTTPRequestHandler]:
             }
 
         def _route(self, method: str) -> None:
-            path = urlsplit(self.path).path
+            path, query = urlsplit(self.path).path, dict(parse_qsl(urlsplit(self.path).query))
             length = int(self.headers.get("Content-Length") or 0)
             body = json.loads(self.rfile.read(length) or b"null") if length else None
             api.requests.append(Recorded(method, path, body))
+            if path.endswith("/instance/service-accounts/default/token"):  # the metadata server
+                token = {"access_token": "stand-in-token", "expires_in": 3600}
+                return self._answer(200, {**token, "token_type": "Bearer"})
+            if m := re.search(r"/storage/v1/b/([^/]+)/o(?:/([^/]+))?$", path):
+                return self._objects(m[1], unquote(m[2] or ""), query)
+            if re.search(r"/locations/[^/]+/(models|endpoints)", path):
+                return self._vertex_serving(method, path, body, query)
             if path.startswith("/iam/") or "IamPolicy" in path or path.endswith("/iam"):
                 return self._iam(method, path, body)
             if m := re.search(r"^/resourcemanager/v\d/projects/([^/:]+)$", path):
@@ -227,6 +239,104 @@ def _handler(api: GoogleApi) -> type[BaseHTTPRequestHandler]:
                 self._answer(200 if found else 404, found or {"error": {"code": 404}})
             else:
                 self._answer(404, {"error": {"code": 404, "message": f"no stand-in for {path}"}})
+
+        def _objects(self, bucket: str, name: str, query: dict[str, str]) -> None:
+            """objects.list (by prefix) and objects.get (?alt=media) over api.storage."""
+            root = (api.storage or Path("/nonexistent")) / bucket
+            if not name:
+                prefix = query.get("prefix", "")
+                files = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else []
+                names = [p.relative_to(root).as_posix() for p in files]
+                items = [{"name": n, "bucket": bucket} for n in names if n.startswith(prefix)]
+                return self._answer(200, {"kind": "storage#objects", "items": items})
+            path = root / name
+            if not path.is_file():
+                return self._answer(404, {"error": {"code": 404, "message": f"no {name}"}})
+            data = path.read_bytes()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _lro(self, resource: str, kind: str, response: dict[str, Any]) -> None:
+            """A Vertex AI long-running operation, done at once."""
+            name = f"{resource}/operations/{len(api.requests)}"
+            typed = {"@type": f"type.googleapis.com/google.cloud.aiplatform.v1.{kind}", **response}
+            self._answer(200, {"name": name, "done": True, "response": typed})
+
+        def _vertex_serving(self, method: str, path: str, body: Any, query: dict[str, str]) -> None:
+            """Vertex AI models (upload, get, delete) and endpoints (create, get, list, delete,
+            deployModel, undeployModel, predict). An endpoint with a deployed model cannot be
+            deleted, nor a model that is deployed, as on Google's API."""
+            parent = re.search(r"(projects/[^/]+/locations/[^/]+)", path)[1]  # type: ignore[index]
+            found = re.search(r"/(models|endpoints)(?::upload|/([^/:]+))?(?::(\w+))?$", path)
+            kind, item, verb = (found[1], found[2], found[3]) if found else ("", None, None)
+            store = api.models if kind == "models" else api.endpoints
+            missing = {"error": {"code": 404, "status": "NOT_FOUND", "message": f"{path}: none"}}
+            if kind == "models" and path.endswith(":upload"):
+                model_id = body.get("modelId") or str(len(api.models) + 1)
+                name = f"{parent}/models/{model_id}"
+                store[model_id] = {
+                    **body["model"],
+                    "name": name,
+                    "versionId": "1",
+                    "supportedDeploymentResourcesTypes": ["DEDICATED_RESOURCES"],
+                }
+                return self._lro(
+                    name, "UploadModelResponse", {"model": name, "modelVersionId": "1"}
+                )
+            if kind == "endpoints" and item is None and method == "POST":
+                endpoint_id = query.get("endpointId") or str(len(api.endpoints) + 1)
+                name = f"{parent}/endpoints/{endpoint_id}"
+                store[endpoint_id] = {
+                    **body,
+                    "name": name,
+                    "deployedModels": [],
+                    "trafficSplit": {},
+                }
+                return self._lro(name, "Endpoint", store[endpoint_id])
+            if item is None:
+                return self._answer(200, {kind: list(store.values())})
+            if item not in store:
+                return self._answer(404, missing)
+            entry = store[item]
+            if method == "GET":
+                return self._answer(200, entry)
+            if method == "DELETE":
+                deployed = [m for e in api.endpoints.values() for m in e["deployedModels"]]
+                in_use = entry.get("deployedModels") or [
+                    m for m in deployed if m["model"] == entry["name"]
+                ]
+                if in_use:
+                    refusal = {"code": 400, "status": "FAILED_PRECONDITION",
+                               "message": f"{entry['name']} has deployed models"}  # fmt: skip
+                    return self._answer(400, {"error": refusal})
+                del store[item]
+                return self._lro(entry["name"], "DeleteOperationMetadata", {})
+            if verb == "deployModel" and not api.serving_quota:
+                refusal = {
+                    "code": 429,
+                    "status": "RESOURCE_EXHAUSTED",
+                    "message": "Quota exceeded for aiplatform.googleapis.com/"
+                    "custom_model_serving_cpus",
+                }
+                return self._answer(429, {"error": refusal})
+            if verb == "deployModel":
+                deployed = {**body["deployedModel"], "id": str(1000 + len(api.requests))}
+                entry["deployedModels"].append(deployed)
+                entry["trafficSplit"] = {deployed["id"]: 100}
+                return self._lro(entry["name"], "DeployModelResponse", {"deployedModel": deployed})
+            if verb == "undeployModel":
+                entry["deployedModels"] = [
+                    m for m in entry["deployedModels"] if m["id"] != body["deployedModelId"]
+                ]
+                entry["trafficSplit"] = {}
+                return self._lro(entry["name"], "UndeployModelResponse", {})
+            if verb == "predict":
+                ids = [m["id"] for m in entry["deployedModels"]]
+                answer = {"predictions": [{"class": "0"} for _ in body["instances"]]}
+                return self._answer(200, {**answer, "deployedModelId": ids[0] if ids else ""})
+            return self._answer(404, missing)
 
         def do_GET(self) -> None:
             self._route("GET")

@@ -21,6 +21,23 @@ VALIDATORS = {
         "from azure.ai.ml import load_job\n"
         "print(json.dumps(load_job(sys.argv[1])._to_rest_object(), default=str))\n"
     ),
+    # An online endpoint and its deployment (endpoint.yaml beside deployment.yaml), loaded and
+    # checked as `az ml online-deployment create` does (_validate: names, scale settings).
+    "azureml-online": (
+        "import json, pathlib, sys\n"
+        "from azure.ai.ml import load_online_deployment, load_online_endpoint\n"
+        "folder = pathlib.Path(sys.argv[1]).parent\n"
+        "endpoint = load_online_endpoint(folder / 'endpoint.yaml')\n"
+        "deployment = load_online_deployment(sys.argv[1])\n"
+        "deployment._validate()\n"
+        "config = deployment.environment.inference_config\n"
+        "print(json.dumps({'endpoint': endpoint.name, 'auth_mode': endpoint.auth_mode,\n"
+        "    'deployment': deployment.name, 'endpoint_name': deployment.endpoint_name,\n"
+        "    'image': deployment.environment.image, 'model': str(deployment.model.path),\n"
+        "    'instance_type': deployment.instance_type, 'instances': deployment.instance_count,\n"
+        "    'routes': {k: [v.port, v.path] for k, v in (('live', config.liveness_route),\n"
+        "        ('ready', config.readiness_route), ('score', config.scoring_route))}}))\n"
+    ),
     # gcloud's request body parsed by Vertex AI's own message type: unknown fields and enum
     # values fail; the JSON that comes back has every enum by name.
     "vertex": (

@@ -31,10 +31,9 @@ from typing import Any
 import numpy as np
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from ..export import softmax
 from . import v2
 from .batcher import Batcher
-from .drift import Drift
+from .drift import Drift, softmax
 from .metrics import ServingMetrics
 from .model import RequestError, ServedModel, as_batch, load
 

@@ -1,0 +1,168 @@
+"""Managed endpoints (`invoke deploy`): what each cloud may serve a model on and its price
+(endpoints.json), one deployment's facts, and what this machine remembers of the endpoints it
+made: outputs/cloud/endpoints/<name>.json.
+
+The clouds know their endpoints too (the labels every resource carries): `invoke endpoints`
+reads both, so an endpoint whose record is gone still shows, and can still be taken down.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..plan import LABEL_PREFIX, PlanError, label_value
+from ..runs import RUNS
+
+CATALOG = Path(__file__).parents[1] / "endpoints.json"
+RECORDS = RUNS / "endpoints"
+# SageMaker's EndpointName (botocore's model); Vertex AI and Azure ML names fit inside it.
+NAME = re.compile(r"^[a-z](-?[a-z0-9])*$")
+NAME_LENGTH = 32  # Azure ML's online endpoints: 3-32 characters
+
+
+def catalog() -> dict[str, Any]:
+    return json.loads(CATALOG.read_text(encoding="utf-8"))
+
+
+@dataclass(frozen=True)
+class Instance:
+    """An instance type an endpoint runs on (a machine, and an accelerator where the service
+    names them apart), and its price per hour (`price_note`: where that is only a bound)."""
+
+    name: str
+    usd_per_hour: float
+    gpu: str = ""
+    machine: str = ""
+    accelerator: str = ""
+    price_note: str = ""
+
+    @property
+    def flavour(self) -> str:
+        return "gpu" if self.gpu else "cpu"
+
+
+def instance(cloud: str, name: str = "", gpu: str = "") -> Instance:
+    """The instance --instance NAME or --gpu GPU asks for (the cloud's default CPU instance
+    when neither); PlanError naming what is offered otherwise."""
+    offered = catalog()[cloud]
+    instances = offered["instances"]
+    if name and gpu:
+        raise PlanError(f"--instance {name} and --gpu {gpu}: give one of them")
+    if gpu:
+        if gpu not in offered["gpus"]:
+            raise PlanError(f"--gpu {gpu}: {offered['service']} GPUs here: "
+                            f"{', '.join(sorted(offered['gpus']))}")  # fmt: skip
+        name = offered["gpus"][gpu]
+    name = name or offered["default"]
+    if name not in instances:
+        raise PlanError(f"--instance {name}: not an instance of {offered['service']} with a known "
+                        f"price; choose one of {', '.join(instances)}")  # fmt: skip
+    row = instances[name]
+    return Instance(name, float(row["usd_per_hour"]), row.get("gpu", ""),
+                    row.get("machine", name), row.get("accelerator", ""),
+                    offered.get("price_note", ""))  # fmt: skip
+
+
+def check_name(name: str) -> str:
+    """`name` if every cloud takes it as an endpoint's name; PlanError saying the rule if not."""
+    if not NAME.fullmatch(name) or len(name) > NAME_LENGTH:
+        raise PlanError(
+            f"--name {name}: an endpoint's name is 1-{NAME_LENGTH} lowercase letters, digits "
+            "and single hyphens, starting with a letter and not ending with a hyphen"
+        )
+    return name
+
+
+def default_name(project: str, run: Path) -> str:
+    """<project>-<run folder>, made to fit check_name (cut, and no double or end hyphens)."""
+    words = re.sub(r"[^a-z0-9]+", "-", f"{project}-{run.resolve().name}".lower())
+    name = re.sub(r"^[^a-z]+", "", words)[:NAME_LENGTH].strip("-")
+    return name or "model"
+
+
+@dataclass
+class Deployment:
+    """One endpoint to make: what it serves, where, on what, and what it costs."""
+
+    name: str
+    cloud: str
+    region: str
+    instance: Instance
+    min_instances: int
+    max_instances: int
+    image: str
+    model: str  # the model folder here
+    run: str
+    settings: dict[str, Any] = field(repr=False, default_factory=dict)
+    created: str = field(
+        default_factory=lambda: datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    )
+
+    def __post_init__(self) -> None:
+        if self.min_instances < 1 or self.max_instances < self.min_instances:
+            raise PlanError(f"--min {self.min_instances} --max {self.max_instances}: at least "
+                            "one instance, and --max no lower than --min")  # fmt: skip
+
+    @property
+    def price(self) -> tuple[float, float]:
+        """USD/hour at --min instances and at --max."""
+        each = self.instance.usd_per_hour
+        return round(each * self.min_instances, 4), round(each * self.max_instances, 4)
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {
+            f"{LABEL_PREFIX}-managed": "true",
+            f"{LABEL_PREFIX}-endpoint": self.name,
+            f"{LABEL_PREFIX}-project": label_value(self.settings.get("project_name", "")),
+        }
+
+    def summary(self, service: str) -> list[tuple[str, str]]:
+        low, high = self.price
+        count = f"{self.min_instances}" + (
+            f" to {self.max_instances} (scaled on requests per instance)"
+            if self.max_instances > self.min_instances
+            else ""
+        )
+        cost = f"${low:.4f}/h" + (f", up to ${high:.4f}/h" if high > low else "")
+        note = f" ({self.instance.price_note})" if self.instance.price_note else ""
+        return [
+            ("endpoint", f"{self.name} ({service}, {self.cloud} {self.region})"),
+            ("instance", f"{self.instance.name} at ${self.instance.usd_per_hour:.4f}/h each"),
+            ("instances", count),
+            (
+                "price",
+                f"{cost}{note}, billed every hour it exists, until `invoke undeploy {self.name}`",
+            ),
+            ("model", f"{self.model} (from run {self.run})"),
+            ("image", self.image),
+        ]
+
+
+def save(deployment: Deployment, ids: dict[str, Any]) -> Path:
+    record = {**asdict(deployment), **ids}
+    record.pop("settings")
+    path = RECORDS / f"{deployment.name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def load(name: str) -> dict[str, Any] | None:
+    path = RECORDS / f"{name}.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def all_records() -> list[dict[str, Any]]:
+    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(RECORDS.glob("*.json"))]
+
+
+def forget(name: str) -> None:
+    (RECORDS / f"{name}.json").unlink(missing_ok=True)
+    shutil.rmtree(RECORDS / name, ignore_errors=True)  # what was sent, where a service has files

@@ -1,0 +1,128 @@
+"""A Vertex AI endpoint (invoke deploy --cloud=gcp): the model folder copied to the bucket, a
+model uploaded with the serving image (Vertex AI hands the server that copy as AIP_STORAGE_URI,
+which it reads itself), an endpoint, and the model deployed to it on dedicated machines, all
+through `gcloud ai`, which waits for each operation. Labelled as the project's.
+
+Vertex AI scales between --min and --max replicas on CPU (or GPU) use by itself. A create that
+fails, or is interrupted, deletes what it made. Its prediction prices were not found: the
+catalog gives Compute Engine's price for the same machine, a lower bound (endpoints.json).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ..commands import CloudError, Commands
+from ..providers import gcp
+from .common import Deployment
+
+SERVICE = "Vertex AI endpoint"
+BUCKET = True  # the model folder's copy goes there
+PARTS = ("deployment", "endpoint", "model", "archive")  # what deploy makes, newest first
+HEALTH, PREDICT = "/ping", "/invocations"  # the server answers both on every contract
+
+
+def _gcloud(settings: dict[str, Any], *args: str) -> list[str]:
+    return ["gcloud", "ai", *args, f"--region={settings['region']}",
+            f"--project={settings['project']}", "--format=json"]  # fmt: skip
+
+
+def check(deployment: Deployment) -> None:
+    gcp.need_project(deployment.settings)
+
+
+def archive_uri(settings: dict[str, Any], name: str) -> str:
+    """The model folder's copy in the bucket: <bucket>/<project>/endpoints/<name>/model."""
+    return f"{settings['bucket'].rstrip('/')}/{settings['project_name']}/endpoints/{name}/model"
+
+
+def upload(settings: dict[str, Any], name: str, folder: str, cmd: Commands) -> None:
+    """The model folder itself (not an archive): Vertex AI copies the folder for the server."""
+    gcp.copy_up(folder, archive_uri(settings, name), settings, cmd)
+
+
+def _labels(deployment: Deployment) -> str:
+    return ",".join(f"{key}={value}" for key, value in deployment.labels.items())
+
+
+def create(deployment: Deployment, cmd: Commands) -> dict[str, Any]:
+    """The model, the endpoint and the model deployed on it, each waited on by gcloud."""
+    settings, name = deployment.settings, deployment.name
+    made: list[str] = []
+    try:
+        cmd.run(_gcloud(
+            settings, "models", "upload", f"--model-id={name}", f"--display-name={name}",
+            f"--container-image-uri={deployment.image}", "--container-ports=8080",
+            f"--container-health-route={HEALTH}", f"--container-predict-route={PREDICT}",
+            f"--artifact-uri={archive_uri(settings, name)}", f"--labels={_labels(deployment)}",
+        ))  # fmt: skip
+        made.append("model")
+        cmd.run(_gcloud(settings, "endpoints", "create", f"--endpoint-id={name}",
+                        f"--display-name={name}", f"--labels={_labels(deployment)}"))  # fmt: skip
+        made.append("endpoint")
+        machine, accelerator = deployment.instance.machine, deployment.instance.accelerator
+        cmd.run(_gcloud(
+            settings, "endpoints", "deploy-model", name, f"--model={name}",
+            f"--display-name={name}", f"--machine-type={machine}",
+            f"--min-replica-count={deployment.min_instances}",
+            f"--max-replica-count={deployment.max_instances}", "--traffic-split=0=100",
+            *([f"--accelerator=type={accelerator},count=1"] if accelerator else []),
+        ))  # fmt: skip
+        made.append("deployment")
+    except (CloudError, KeyboardInterrupt) as error:
+        remove(settings, name, made, cmd)
+        if isinstance(error, KeyboardInterrupt):
+            raise
+        raise CloudError(f"{error}; what it had made is deleted") from error
+    project, region = settings["project"], settings["region"]
+    return {"endpoint_id": f"projects/{project}/locations/{region}/endpoints/{name}"}
+
+
+def _endpoint(settings: dict[str, Any], name: str, cmd: Commands) -> dict[str, Any] | None:
+    done = cmd.run(_gcloud(settings, "endpoints", "describe", name), check=False, quiet=True)
+    return json.loads(done.stdout) if done.returncode == 0 and done.stdout.strip() else None
+
+
+def remove(settings: dict[str, Any], name: str, parts: Sequence[str], cmd: Commands) -> None:
+    """Delete `parts` (of PARTS) of endpoint `name`, newest first: the deployed models first,
+    since Vertex AI deletes neither an endpoint nor a model while it serves. One already gone
+    is no error."""
+    if "deployment" in parts:
+        endpoint = _endpoint(settings, name, cmd) or {}
+        for deployed in endpoint.get("deployedModels", []):
+            cmd.run(_gcloud(settings, "endpoints", "undeploy-model", name,
+                            f"--deployed-model-id={deployed['id']}"))  # fmt: skip
+    steps = {
+        "endpoint": _gcloud(settings, "endpoints", "delete", name, "--quiet"),
+        "model": _gcloud(settings, "models", "delete", name, "--quiet"),
+        "archive": ["gcloud", "storage", "rm", "--recursive", archive_uri(settings, name)],
+    }
+    for part in PARTS[1:]:
+        if part in parts:
+            done = cmd.run(steps[part], check=False)
+            gone = "NOT_FOUND" in done.stderr or "not found" in done.stderr.lower()
+            if done.returncode != 0 and not gone:
+                raise CloudError(f"could not delete the {part} of {name}: "
+                                 f"{done.stderr.strip().splitlines()[-1]}")  # fmt: skip
+
+
+def describe(settings: dict[str, Any], name: str, cmd: Commands) -> dict[str, Any]:
+    """'serving' with the replicas asked for while a model is deployed; 'gone' where the
+    endpoint is not there. Vertex AI reports no live replica count: --min is shown."""
+    endpoint = _endpoint(settings, name, cmd)
+    if endpoint is None:
+        return {"state": "gone", "instances": 0}
+    deployed = endpoint.get("deployedModels") or []
+    if not deployed:
+        return {"state": "no model deployed", "instances": 0}
+    replicas = deployed[0].get("dedicatedResources", {}).get("minReplicaCount", 1)
+    return {"state": "serving", "instances": replicas}
+
+
+def predict(settings: dict[str, Any], name: str, body_file: str, out_file: str,
+            cmd: Commands) -> None:  # fmt: skip
+    done = cmd.run(_gcloud(settings, "endpoints", "predict", name, f"--json-request={body_file}"))
+    with open(out_file, "w", encoding="utf-8") as answer:
+        answer.write(done.stdout)
