@@ -109,6 +109,7 @@ configs/trainer/default.yaml
 configs/trainer/gpu.yaml
 monitoring/alerts.yml
 monitoring/alerts_test.yml
+monitoring/grafana/dashboards/serving.json
 monitoring/grafana/dashboards/training.json
 monitoring/grafana/provisioning/dashboards/training.yml
 monitoring/grafana/provisioning/datasources/prometheus.yml
@@ -163,6 +164,7 @@ src/{package}/serving/fetch.py
 src/{package}/serving/http.py
 src/{package}/serving/metrics.py
 src/{package}/serving/model.py
+src/{package}/serving/samples.py
 src/{package}/serving/v2.py
 src/{package}/tracking/__init__.py
 src/{package}/tracking/exporter.py

@@ -7,19 +7,24 @@ config and the alert rules, and fires each alert on synthetic series (monitoring
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
 import types
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import PROJECT_ROOT, SHORT, invoke_cli, module_command, project_env, run_module
 from helpers import services
@@ -122,13 +127,14 @@ def _values(series: list[dict]) -> list[float]:
     return [float(value) for _, value in series[0]["values"]]
 
 
-def _panel_queries(run: str) -> Iterator[tuple[str, str]]:
-    """(panel title, PromQL) of every dashboard, with Grafana's variables filled in."""
-    for path in sorted(DASHBOARDS.glob("*.json")):
-        for panel in json.loads(path.read_text())["panels"]:
-            for target in panel["targets"]:
-                expr = target["expr"].replace("$__rate_interval", "2s").replace("$run", run)
-                yield f"{path.name}: {panel['title']}", expr
+def _panel_queries(dashboard: str, **variables: str) -> Iterator[tuple[str, str]]:
+    """(panel title, PromQL) of a dashboard, with Grafana's variables filled in."""
+    for panel in json.loads((DASHBOARDS / dashboard).read_text())["panels"]:
+        for target in panel["targets"]:
+            expr = target["expr"].replace("$__rate_interval", "2s")
+            for name, value in variables.items():
+                expr = expr.replace(f"${name}", value)
+            yield f"{dashboard}: {panel['title']}", expr
 
 
 @pytest.mark.slow
@@ -177,7 +183,11 @@ def test_prometheus_watches_a_run_live_and_the_pushgateway_keeps_its_end(
         # A scrape that timed out on a busy machine leaves an instant query empty until the
         # next one: ask again for a minute before calling a panel empty.
         deadline = time.monotonic() + 60
-        while empty := [(title, q) for title, q in _panel_queries(run) if not stack.query(q)]:
+        while empty := [
+            (title, q)
+            for title, q in _panel_queries("training.json", run=run)
+            if not stack.query(q)
+        ]:
             if time.monotonic() > deadline:
                 break
             time.sleep(1)
@@ -204,6 +214,54 @@ def test_prometheus_watches_a_run_live_and_the_pushgateway_keeps_its_end(
     assert "test/accuracy" in (tmp_path / "done" / "metrics.json").read_text()
     # Prometheus scrapes the gateway with the pushed labels kept (honor_labels).
     _wait(lambda: stack.query('train_last_success_timestamp_seconds{run="done"}'), "the push")
+
+
+@pytest.mark.slow
+@pytest.mark.needs("prometheus")
+def test_invoke_monitor_scrapes_invoke_serve_and_every_serving_panel_has_data(
+    stack: Stack, short_run: Path, tmp_path: Path
+) -> None:
+    """`invoke serve` announces itself where `invoke monitor` looks; a few requests (one of
+    them bad) later, every query of the serving dashboard returns data. Ctrl-C takes the
+    announcement back."""
+    from {{ cookiecutter.package_name }} import export as exporting
+
+    run = Path(shutil.copytree(short_run, tmp_path / "served"))
+    model = exporting.export(str(run))
+    port, targets = services.free_port(), stack.folder / "targets"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "invoke", "serve", "--model", str(model), "--port", str(port),
+         "--announce", str(targets)],
+        cwd=PROJECT_ROOT, env=project_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        _wait(lambda: _listening(port), "the server")
+        assert [json.loads(p.read_text()) for p in targets.glob("serve-*.json")] == [
+            [{"targets": [f"127.0.0.1:{port}"], "labels": {"served": "served"}}]
+        ]
+        with np.load(model / "parity.npz") as batch:
+            inputs = batch["x"][:4].tolist()
+
+        def traffic() -> None:
+            for body in ({"instances": inputs}, {"instances": [[1.0]]}):
+                request = urllib.request.Request(
+                    f"http://127.0.0.1:{port}/invocations", json.dumps(body).encode(),
+                    {"Content-Type": "application/json"},
+                )  # fmt: skip
+                with contextlib.suppress(urllib.error.HTTPError):
+                    urllib.request.urlopen(request, timeout=30).close()
+
+        queries = list(_panel_queries("serving.json", instance=f"127.0.0.1:{port}"))
+        deadline = time.monotonic() + 120
+        while empty := [(title, q) for title, q in queries if not stack.query(q)]:
+            assert time.monotonic() < deadline, f"panels without data: {empty}"
+            traffic()
+            time.sleep(0.25)
+    finally:
+        os.killpg(process.pid, signal.SIGINT)
+        process.communicate(timeout=60)
+    assert list(targets.glob("serve-*.json")) == []
 
 
 def _group(stack: Stack, run: str) -> dict[str, float]:

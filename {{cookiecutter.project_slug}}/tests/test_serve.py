@@ -191,6 +191,38 @@ def test_azure_ml_mounts_a_folder_model_inside_its_model_dir(
     assert serve_main.model_folder(None) == mount / "model"
 
 
+@pytest.mark.parametrize("with_inputs", [False, True], ids=["predictions", "with-inputs"])
+def test_sampled_predictions_land_as_json_lines(
+    model: Path, tmp_path: Path, with_inputs: bool
+) -> None:
+    """--sample-rate 1: every input's prediction, one line each, with an id that is the same
+    for the same input; the input itself only with --sample-inputs."""
+    flags = ["--sample-rate", "1", "--sample-dir", str(tmp_path / "samples")]
+    sampling = start(model, *flags, *(["--sample-inputs"] if with_inputs else []))
+    x = [[0.5] * 64, [0.25] * 64, [0.5] * 64]
+    try:
+        status, answer = sampling.post("/invocations", {"instances": x})
+        assert status == 200
+    finally:
+        stop(sampling)
+    [written] = (tmp_path / "samples").glob("samples-*.jsonl")
+    lines = [json.loads(line) for line in written.read_text().splitlines()]
+    assert [line["class"] for line in lines] == [p["class"] for p in answer["predictions"]]
+    assert lines[0]["id"] == lines[2]["id"] != lines[1]["id"]
+    assert ("input" in lines[0]) is with_inputs
+    if with_inputs:
+        assert np.ravel(lines[1]["input"]).tolist() == x[1]  # in the model's input shape
+
+
+def test_a_sample_rate_out_of_range_is_one_line(model: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", f"{PACKAGE}.serve", "--model", str(model), "--sample-rate", "2"],
+        cwd=PROJECT_ROOT, env=project_env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.strip() == "error: --sample-rate 2: a fraction from 0 (none) to 1"
+
+
 def test_concurrent_requests_share_batches_and_are_counted(model: Path) -> None:
     batching = start(model, "--max-delay-ms", "100")
     try:

@@ -56,7 +56,27 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--max-delay-ms", type=float, default=2.0, help="how long a request waits for others"
     )
+    parser.add_argument(
+        "--sample-rate",
+        type=float,
+        default=float(os.environ.get("SAMPLE_RATE") or 0),
+        help="keep this share of inputs' predictions (serving/samples.py)",
+    )
+    parser.add_argument(
+        "--sample-dir",
+        default=os.environ.get("SAMPLE_DIR") or "samples",
+        help="where: samples-<hour>.jsonl files",
+    )
+    parser.add_argument(
+        "--sample-inputs",
+        action="store_true",
+        default=os.environ.get("SAMPLE_INPUTS") == "1",
+        help="the inputs too",
+    )
     args = parser.parse_args(argv)
+    if not 0 <= args.sample_rate <= 1:
+        sys.exit(f"error: --sample-rate {args.sample_rate:g}: a fraction from 0 (none) to 1")
+    sample = (Path(args.sample_dir), args.sample_rate, args.sample_inputs)
     try:
         folder = model_folder(args.model)
     except OSError as error:  # the bucket of AIP_STORAGE_URI: not there, or not ours to read
@@ -71,7 +91,8 @@ def main(argv: list[str] | None = None) -> None:
 
     routes = Routes(os.environ.get("AIP_HEALTH_ROUTE", ""), os.environ.get("AIP_PREDICT_ROUTE", ""))
     try:
-        serve(folder, port, args.host, routes, args.name, args.max_batch, args.max_delay_ms / 1000)
+        serve(folder, port, args.host, routes, args.name, args.max_batch, args.max_delay_ms / 1000,
+              sample if args.sample_rate > 0 else None)  # fmt: skip
     except OSError as error:  # the port is taken, or not ours to bind
         sys.exit(f"error: cannot listen on {args.host}:{port}: {error.strerror or error}")
 

@@ -36,6 +36,9 @@ from .batcher import Batcher
 from .drift import Drift, softmax
 from .metrics import ServingMetrics
 from .model import RequestError, ServedModel, as_batch, load
+from .samples import Sampler
+
+Sampling = tuple[Path, float, bool] | None  # where, how often, and whether with the inputs
 
 log = logging.getLogger(__name__)
 MAX_BODY = 6 * 1024 * 1024  # bytes: SageMaker's real-time payload limit
@@ -56,9 +59,12 @@ class ModelServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 1024  # the listen backlog: socketserver's 5 resets bursts of clients
 
-    def __init__(self, address: tuple[str, int], routes: Routes, name: str) -> None:
+    def __init__(
+        self, address: tuple[str, int], routes: Routes, name: str, sample: Sampling = None
+    ) -> None:
         super().__init__(address, Handler)
-        self.routes, self.name = routes, name
+        self.routes, self.name, self.sample = routes, name, sample
+        self.sampler: Sampler | None = None
         self.model: ServedModel | None = None
         self.batcher: Batcher | None = None
         self.metrics: ServingMetrics | None = None
@@ -81,6 +87,8 @@ class ModelServer(ThreadingHTTPServer):
             log.error("cannot load the model: %s", self.load_error)
             return
         self.metrics = ServingMetrics(model.classes)
+        if self.sample is not None:
+            self.sampler = Sampler(self.sample[0], self.sample[1], model.classes, self.sample[2])
         if (folder / "reference.npz").is_file():
             self.drift = Drift(folder / "reference.npz", len(model.classes))
             self.metrics.watch_drift(self.drift)
@@ -251,6 +259,8 @@ class Handler(BaseHTTPRequestHandler):
             self.server.metrics.observe_predictions(probabilities)
         if self.server.drift is not None:
             self.server.drift.observe(inputs, probabilities.argmax(1))
+        if self.server.sampler is not None:
+            self.server.sampler.offer(inputs, probabilities)
 
 
 def serve(
@@ -261,10 +271,11 @@ def serve(
     name: str = "model",
     max_batch: int = 64,
     max_delay: float = 0.002,
+    sample: Sampling = None,
 ) -> None:
     """Listen at once (liveness), load the model (then ready), answer until SIGTERM or Ctrl-C,
-    then drain."""
-    server = ModelServer((host, port), routes or Routes(), name)
+    then drain. `sample`: (folder, rate, with inputs) for samples.py."""
+    server = ModelServer((host, port), routes or Routes(), name, sample)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: threading.Thread(target=server.drain, daemon=True).start())
     threading.Thread(target=server.load, args=(folder, max_batch, max_delay), daemon=True).start()
