@@ -174,7 +174,7 @@ def demo(c: Context, output_dir: str = "") -> None:
 # invoke bench NAME: the script, and the answers of the project its loops train (None: it bakes
 # its own and needs no framework installed here).
 # Peers a benchmark runs beside the project, installed into its venv (pinned: figures compare).
-PEERS = {"loop": ["pytorch-lightning==2.6.6"]}
+PEERS = {"loop": ["pytorch-lightning==2.6.6"], "serving": ["litserve==0.2.19"]}
 BENCHMARKS: dict[str, tuple[str, dict[str, str] | None]] = {
     "loop": ("train_loop_overhead.py", {}),
     "keras": ("keras_fit_overhead.py", {"framework": "tensorflow", "tracking": "none"}),
@@ -185,6 +185,7 @@ BENCHMARKS: dict[str, tuple[str, dict[str, str] | None]] = {
     "monitoring-keras": ("monitoring_overhead.py", {"framework": "tensorflow", "tracking": "none"}),
     "scaling": ("scaling.py", None),
     "cpu-scaling": ("cpu_scaling.py", None),
+    "serving": ("serving.py", {}),
 }
 
 
@@ -196,7 +197,8 @@ BENCHMARKS: dict[str, tuple[str, dict[str, str] | None]] = {
         "streaming (shards vs in-memory arrays: peak memory and throughput) or monitoring, "
         "monitoring-keras (the live metrics' cost per step), scaling (1 and 2 nodes as containers: "
         "steps per second beside the ideal, the all-reduce time; needs a Docker engine), "
-        "cpu-scaling (1 and 2 threads and nodes beside invoke estimate's prediction; Docker)",
+        "cpu-scaling (1 and 2 threads and nodes beside invoke estimate's prediction; Docker), "
+        "serving (the model server beside the model in process and beside LitServe)",
     }
 )
 def bench(c: Context, name: str) -> None:

@@ -35,7 +35,7 @@ def listing() -> set[Path]:
         (
             ["bench", "fast"],
             "unknown benchmark 'fast'; choose one of: loop, keras, image, launch, streaming, "
-            "monitoring, monitoring-keras, scaling, cpu-scaling",
+            "monitoring, monitoring-keras, scaling, cpu-scaling, serving",
         ),
     ],
     ids=["unknown-option", "not-key-value", "bad-choice", "bad-slug", "unknown-benchmark"],

@@ -370,6 +370,10 @@ def test_invoke_serve_serves_the_model(model: Path) -> None:
 
 
 def test_the_serving_benchmark_prints_its_table(model: Path) -> None:
+    """The table; the peer (LitServe) measured where it is installed (the template's `invoke
+    bench serving` installs it), and said to be left out where it is not."""
+    import importlib.util
+
     done = subprocess.run(
         [sys.executable, "benchmarks/serving.py", "--model", str(model), "--calls", "5"],
         cwd=PROJECT_ROOT, env=project_env(), capture_output=True, text=True, timeout=300,
@@ -377,8 +381,14 @@ def test_the_serving_benchmark_prints_its_table(model: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     rows = [line.split() for line in done.stdout.splitlines()]
     names = [" ".join(row[:-4]) for row in rows[1:5]]
-    assert names == ["in process, 1 input", "server, 1 clients", "server, 8 clients",
-                     "server, 32 clients"]  # fmt: skip
+    assert names == ["in process, 1 input", "this server, 1 clients", "this server, 8 clients",
+                     "this server, 32 clients"]  # fmt: skip
     assert all(float(value) > 0 for row in rows[1:5] for value in row[-4:-1])
     assert [row[-1] for row in rows[1:5]] == ["0"] * 4, "no request failed"
     assert "server overhead at p50, 1 client:" in done.stdout
+    if importlib.util.find_spec("litserve") is None:
+        assert "peer: litserve is not installed here (pip install litserve)" in done.stdout
+    else:
+        assert [" ".join(row[:3]) for row in rows[7:10]] == [
+            "litserve, 1 clients", "litserve, 8 clients", "litserve, 32 clients"
+        ]  # fmt: skip
