@@ -65,6 +65,7 @@ cloud/providers/aws_network.py
 cloud/providers/aws_policies.py
 cloud/providers/azure.py
 cloud/providers/azure_network.py
+cloud/providers/azure_storage.py
 cloud/providers/gcp.py
 cloud/providers/gcp_identity.py
 cloud/providers/gcp_quota.py
@@ -213,6 +214,7 @@ tests/helpers/collectives.py
 tests/helpers/datasets.py
 tests/helpers/google_api.py
 tests/helpers/iam.py
+tests/helpers/monitor_stack.py
 tests/helpers/needs.py
 tests/helpers/sdks.py
 tests/helpers/seen_samples.py
@@ -249,6 +251,7 @@ tests/test_monitoring.py
 tests/test_resume.py
 tests/test_run_secrets.py
 tests/test_serve.py
+tests/test_serving_monitor.py
 tests/test_shard_loader.py
 tests/test_shards.py
 tests/test_startup_script.py

@@ -128,6 +128,7 @@ SHARED_MODULES = {
     "tests/test_iam_policies.py": "pytorch",
     "tests/test_managed_jobs.py": "pytorch",
     "tests/test_run_secrets.py": "tensorflow",
+    "tests/test_serving_monitor.py": "tensorflow",
     "tests/test_startup_script.py": "tensorflow",
 }
 # What may differ under the code those modules test: what the framework's image needs of a GPU

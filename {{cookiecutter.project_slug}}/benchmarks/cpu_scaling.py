@@ -106,7 +106,7 @@ def main() -> None:
     predicted = {
         "1 thread": 1 / model.compute_s(found, 1, found.batch),
         "2 threads": 1 / model.compute_s(found, 2, found.batch),
-        "2 nodes": model.estimate(found, model.local(found, 2)).steps_per_second,
+        "2 nodes": model.estimate(found, model.local(found.host_cores, 2)).steps_per_second,
     }
     print(f"{'case':<10} {'threads':>7} {'seen':>5} {'measured':>9} {'predicted':>9} {'error':>7}")
     figures: dict[str, dict[str, float]] = {}

@@ -87,6 +87,11 @@ class Candidate:
     network_gbps: float | None  # None: local nodes, whose all-reduce the profile measured
     price_per_hour: float | None  # one machine's; None: local
 
+    @property
+    def network_bytes_per_s(self) -> float:
+        assert self.network_gbps is not None
+        return self.network_gbps * 1e9 / 8
+
 
 @dataclass(frozen=True)
 class Estimate:
@@ -118,13 +123,11 @@ def candidate(offer: Offer, nodes: int, spot: bool) -> Candidate:
     )
 
 
-def local(profile: Profile, nodes: int) -> Candidate:
-    """`nodes` containers on this machine, its cores shared between them."""
-    if nodes > profile.host_cores:
-        raise EstimateError(
-            f"--nodes {nodes}: this machine has {profile.host_cores} cores, one at least a node"
-        )
-    return Candidate("local", "this machine", nodes, profile.host_cores // nodes, None, None)
+def local(cores: int, nodes: int) -> Candidate:
+    """`nodes` containers on this machine of `cores` cores, its cores shared between them."""
+    if nodes > cores:
+        raise EstimateError(f"--nodes {nodes}: this machine has {cores} cores, one at least a node")
+    return Candidate("local", "this machine", nodes, cores // nodes, None, None)
 
 
 def network_gbps(text: str) -> float | None:
@@ -175,7 +178,7 @@ def all_reduce_s(profile: Profile, where: Candidate) -> float:
     if where.network_gbps is None:  # local: the bytes as swapped here (a ring of two moves 1x)
         moved = profile.local_all_reduce_s * ring
     else:
-        moved = ring * profile.gradient_bytes / (where.network_gbps * 1e9 / 8)
+        moved = ring * profile.gradient_bytes / where.network_bytes_per_s
         moved += 2 * (n - 1) * MESSAGE_LATENCY_S
     return moved + (n - 1) * coordination_s(profile)
 
@@ -209,7 +212,7 @@ def _bucket_reads(profile: Profile, where: Candidate, samples: int) -> tuple[int
         return 0, 0.0
     share = samples * profile.sample_bytes / where.nodes
     cached = profile.cache_gb is None or share <= profile.cache_gb * 1e9
-    return (1 if cached else profile.epochs), share / (where.network_gbps * 1e9 / 8)
+    return (1 if cached else profile.epochs), share / where.network_bytes_per_s
 
 
 def marks(estimates: list[Estimate]) -> dict[int, str]:

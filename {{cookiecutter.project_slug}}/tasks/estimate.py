@@ -35,8 +35,8 @@ def _places(text: str) -> list[str]:
 
 
 def candidates(
-    found: model.Profile, places: list[str], nodes: list[int], cpus: int, memory: int,
-    machine: str, spot: bool,
+    cores: int, places: list[str], nodes: list[int], cpus: int, memory: int, machine: str,
+    spot: bool,
 ) -> list[model.Candidate]:  # fmt: skip
     """Each cloud's CPU machines of at least `cpus` vCPUs (or the one named), at each node count
     that keeps the whole within `cpus` x the most nodes: one big machine beside many small."""
@@ -44,7 +44,7 @@ def candidates(
     chosen: list[model.Candidate] = []
     for place in places:
         if place == "local":
-            chosen += [model.local(found, n) for n in nodes]
+            chosen += [model.local(cores, n) for n in nodes]
             continue
         if machine:
             offer = machines.named(place, machine)
@@ -158,9 +158,7 @@ def estimate(
         raise Exit("error: --machine names a cloud's machine; --cloud local is this one", 2)
     given = override_args(c)
     try:  # every flag is checked before the minute of profiling
-        offered = candidates(
-            _stand_in(cores), places, counts, least_cpus, least_memory, machine, spot
-        )
+        offered = candidates(cores, places, counts, least_cpus, least_memory, machine, spot)
         if not offered:
             raise Exit(
                 f"error: no machine of {', '.join(places)} has {least_cpus}+ vCPUs and "
@@ -173,16 +171,5 @@ def estimate(
           "two processes): a minute or two", flush=True)  # fmt: skip
     found = profiling.profile(given, profiled, repeats=runs, config=config)
     where = profiling.save(found, given)
-    chosen = candidates(found, places, counts, least_cpus, least_memory, machine, spot)
-    show([model.estimate(found, w) for w in chosen], found, rows_shown, spot)
+    show([model.estimate(found, w) for w in offered], found, rows_shown, spot)
     print(f"profile kept in {where} (invoke train --dry-run shows its estimate)")
-
-
-def _stand_in(cores: int) -> model.Profile:
-    """A profile with nothing measured: enough to check the flags before measuring."""
-    return model.Profile(
-        step_s={1: 1.0}, half_batch_step_s=1.0, batch=2, batch_is_global=False,
-        train_samples=1, epochs=1, batches_limit=None, accumulate=1, parameters=1,
-        sample_bytes=1, from_bucket=False, cache_gb=None, local_all_reduce_s=0.0,
-        host_cores=cores,
-    )  # fmt: skip

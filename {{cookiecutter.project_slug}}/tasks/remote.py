@@ -9,6 +9,7 @@ import datetime
 import functools
 import json
 import shutil
+from pathlib import Path
 from typing import Any
 
 from invoke import Context, Exit, task
@@ -47,6 +48,30 @@ def _record(run_id: str) -> dict[str, Any]:
     if record is None:
         raise Exit(f"error: --run {run_id}: no such run here (invoke status lists them)", 2)
     return record
+
+
+def run_here(run: str, dry_run: bool = False) -> str:
+    """RUN as given where it is a path here; a cloud run's id: its run folder, copied from the
+    bucket into outputs/cloud/<id>/run (what changed since the last copy; a dry run says so)."""
+    if Path(run).exists():
+        return run
+    try:
+        run_id = check_run_id(run, "--run")
+    except PlanError:
+        raise Exit(f"error: --run {run}: no such run folder or checkpoint here", 2) from None
+    record = runs.load(run_id)
+    if record is None:
+        raise Exit(f"error: --run {run}: no such run folder, checkpoint or cloud run started "
+                   "here (invoke status lists them)", 2)  # fmt: skip
+    here = runs.folder(run_id) / "run"
+    options = settings.load(record["cloud"], IMAGE)
+    print(f"copying run {run_id}'s folder from {record['bucket']}/outputs/run to {here}")
+    try:
+        PROVIDERS[record["cloud"]].copy_down(f"{record['bucket']}/outputs/run", str(here),
+                                             options, Commands(dry_run=dry_run))  # fmt: skip
+    except CloudError as error:
+        raise Exit(f"error: {error}", 1) from None
+    return str(here)
 
 
 @task(

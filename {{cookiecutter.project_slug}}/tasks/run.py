@@ -165,7 +165,7 @@ def evaluate(c: Context, ckpt: str = "") -> None:
 
 @task(
     help={
-        "run": "a run folder (its best checkpoint) or a checkpoint file",
+        "run": "a run folder (its best checkpoint), a checkpoint file, or a cloud run's id",
         "format": f"the model's format: {', '.join(framework.EXPORT_FORMATS)} (the default)",
     }
 )
@@ -173,8 +173,9 @@ def export(c: Context, run: str = "", format: str = "") -> None:
     """Export a trained run as a model folder, RUN/model/, checked against the trained model."""
     if not run:
         raise Exit("error: invoke export needs --run RUN_DIR (or a checkpoint file)", code=2)
-    if not Path(run).exists():
-        raise Exit(f"error: --run {run}: no such run folder or checkpoint", code=2)
+    from .remote import run_here  # the cloud's modules only for a cloud run's id
+
+    run = run_here(run)
     chosen = format or framework.EXPORT_FORMATS[0]
     if chosen not in framework.EXPORT_FORMATS:
         choices = ", ".join(framework.EXPORT_FORMATS)

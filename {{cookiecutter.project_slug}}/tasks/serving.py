@@ -31,17 +31,19 @@ TARGETS = "outputs/monitor/targets"  # invoke monitor's default folder's
 def model_folder(c: Context, run: str, dry_run: bool = False) -> Path:
     """RUN/model/, exported first where the run has none (in a dry run: said, not done)."""
     if not run:
-        raise Exit("error: give --run RUN_DIR (a trained run's folder)", 2)
-    folder = Path(run)
-    if not folder.is_dir():
-        raise Exit(f"error: --run {run}: no such run folder", 2)
+        raise Exit("error: give --run RUN_DIR (a trained run's folder, or a cloud run's id)", 2)
+    from .remote import run_here  # the cloud's modules only for a cloud run's id
+
+    folder = Path(run_here(run, dry_run))
+    if not folder.is_dir() and not dry_run:
+        raise Exit(f"error: --run {run}: not a run folder", 2)
     model = folder / "model"
     if (model / "model.json").is_file():
         return model
     if dry_run:
         print(f"$ invoke export --run {run}   # the run has no model/ yet")
         return model
-    export(c, run=run)  # exits non-zero, saying why in one line, where the run has no checkpoint
+    export(c, run=str(folder))  # where the run has no checkpoint: one line, exit non-zero
     return model
 
 

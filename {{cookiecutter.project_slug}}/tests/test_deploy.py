@@ -35,7 +35,7 @@ def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     (folder / "cloud.toml").write_text(f'[aws]\nregion = "us-east-1"\nbucket = "{BUCKET}"\n')
     with services.moto_server() as url:
         assert url is not None
-        yield project_env(
+        env = project_env(
             AWS_ENDPOINT_URL=url,
             AWS_ACCESS_KEY_ID="testing",
             AWS_SECRET_ACCESS_KEY="testing",
@@ -43,6 +43,8 @@ def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
             CLOUD_RUNS=str(folder / "runs"),
             CLOUD_SETTINGS=str(folder / "cloud.toml"),
         )
+        subprocess.run(["aws", "s3", "mb", BUCKET], env=env, capture_output=True, check=True)
+        yield env
 
 
 def copy_of(run: Path, into: Path) -> Path:
@@ -58,6 +60,16 @@ def names(moto: dict[str, str], kind: str) -> list[str]:
     field = {"model": "ModelName", "endpoint-config": "EndpointConfigName",
              "endpoint": "EndpointName"}[kind]  # fmt: skip
     return [item[field] for item in listed.get(key, [])]
+
+
+def nothing_left(moto: dict[str, str], name: str) -> None:
+    """No model, endpoint config, endpoint or archive of endpoint `name`, and no record here."""
+    for kind in ("model", "endpoint-config", "endpoint"):
+        assert name not in names(moto, kind), kind
+    left = subprocess.run(["aws", "s3", "ls", f"{BUCKET}/{PROJECT}/endpoints/{name}/"],
+                          env=moto, capture_output=True, text=True)  # fmt: skip
+    assert left.stdout.strip() == ""
+    assert "no endpoints deployed from here" in invoke_cli("endpoints", env=moto).stdout
 
 
 @pytest.mark.needs("aws")
@@ -119,15 +131,33 @@ def test_deploy_makes_the_endpoint_and_undeploy_leaves_nothing(
     gone = invoke_cli("undeploy", name, env=moto)
     assert gone.returncode == 0, gone.stdout + gone.stderr
     assert f"undeployed {name}" in gone.stdout
-    for kind in ("model", "endpoint-config", "endpoint"):
-        assert name not in names(moto, kind), kind
     targets = aws(moto, "application-autoscaling", "describe-scalable-targets",
                   "--service-namespace", "sagemaker")["ScalableTargets"]  # fmt: skip
     assert targets == []
-    left = subprocess.run(["aws", "s3", "ls", f"{BUCKET}/{PROJECT}/endpoints/", "--recursive"],
-                          env=moto, capture_output=True, text=True)  # fmt: skip
-    assert left.stdout.strip() == ""
-    assert "no endpoints deployed from here" in invoke_cli("endpoints", env=moto).stdout
+    nothing_left(moto, name)
+
+
+@pytest.mark.needs("aws")
+def test_a_cloud_runs_id_is_copied_here_exported_and_deployed(
+    moto: dict[str, str], short_run: Path, tmp_path: Path
+) -> None:
+    """--run takes the id of a run started from here: its folder comes from the bucket."""
+    run_id = "digits-on-aws"
+    prefix = f"{BUCKET}/{PROJECT}/{run_id}"
+    record = Path(moto["CLOUD_RUNS"]) / run_id / "run.json"
+    record.parent.mkdir(parents=True)
+    record.write_text(json.dumps({"run": run_id, "cloud": "aws", "region": "us-east-1",
+                                  "bucket": prefix}))  # fmt: skip
+    subprocess.run(["aws", "s3", "sync", "--only-show-errors", str(short_run),
+                    f"{prefix}/outputs/run"], env=moto, check=True)  # fmt: skip
+    done = invoke_cli("deploy", f"--run={run_id}", "--cloud=aws", "--yes", f"--image={IMAGE_REF}",
+                      env=moto)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"copying run {run_id}'s folder from {prefix}/outputs/run" in done.stdout
+    assert (record.parent / "run" / "model" / "model.json").is_file()
+    name = f"{PROJECT}-{run_id}"
+    assert name in names(moto, "endpoint")
+    assert invoke_cli("undeploy", name, env=moto).returncode == 0
 
 
 QUOTA = (
@@ -162,12 +192,7 @@ exec {real} "$@"
     line = done.stderr.strip().splitlines()[-1]
     assert line.startswith("error: quota: ") and "what it had made is deleted" in line, line
     assert "Traceback" not in done.stderr
-    for kind in ("model", "endpoint-config", "endpoint"):
-        assert name not in names(moto, kind), kind
-    left = subprocess.run(["aws", "s3", "ls", f"{BUCKET}/{PROJECT}/endpoints/{name}/"],
-                          env=moto, capture_output=True, text=True)  # fmt: skip
-    assert left.stdout.strip() == ""
-    assert "no endpoints deployed from here" in invoke_cli("endpoints", env=moto).stdout
+    nothing_left(moto, name)
 
 
 @pytest.mark.needs("aws")

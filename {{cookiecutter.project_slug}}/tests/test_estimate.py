@@ -52,17 +52,17 @@ def test_nodes_add_a_ring_all_reduce_over_the_network() -> None:
     assert model.all_reduce_s(PROFILE, where(1)) == 0
     # 4 nodes: 2*3/4 of 4 MB over 10 Gbps, and 6 messages of 50 us.
     assert model.all_reduce_s(PROFILE, where(4)) == pytest.approx(1.5 * 4e6 / 1.25e9 + 6 * 50e-6)
-    local = model.local(PROFILE, 2)
+    local = model.local(PROFILE.host_cores, 2)
     assert (local.cores, model.all_reduce_s(PROFILE, local)) == (1, pytest.approx(0.002))
     with pytest.raises(model.EstimateError, match="this machine has 2 cores"):
-        model.local(PROFILE, 3)
+        model.local(PROFILE.host_cores, 3)
 
 
 def test_what_two_processes_took_beyond_compute_and_bytes_is_paid_n_minus_1_times() -> None:
     # Two processes of a thread each, a batch of 64 each: 10 ms of compute, 2 ms of bytes.
     paired = dataclasses.replace(PROFILE, pair_step_s=0.015)
     assert model.coordination_s(paired) == pytest.approx(0.003)
-    assert model.all_reduce_s(paired, model.local(paired, 2)) == pytest.approx(0.005)
+    assert model.all_reduce_s(paired, model.local(paired.host_cores, 2)) == pytest.approx(0.005)
     bytes_and_latency = model.all_reduce_s(PROFILE, where(4))
     assert model.all_reduce_s(paired, where(4)) == pytest.approx(bytes_and_latency + 3 * 0.003)
     # Where the batch is the step's, each of the two computed 32 samples (6 ms).

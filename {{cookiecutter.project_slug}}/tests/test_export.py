@@ -63,10 +63,11 @@ def test_export_writes_a_model_that_gives_the_runs_test_accuracy(run: Path) -> N
     ("args", "message"),
     [
         ([], "error: invoke export needs --run RUN_DIR (or a checkpoint file)"),
-        (["--run", "nowhere"], "error: --run nowhere: no such run folder or checkpoint"),
+        (["--run", "nowhere"], "error: --run nowhere: no such run folder, checkpoint or cloud"),
+        (["--run", "/no/such/run"], "error: --run /no/such/run: no such run folder or checkpoint"),
         (["--format", "pickle"], "error: --format 'pickle': this project exports "),
     ],
-    ids=["no-run", "missing-run", "unknown-format"],
+    ids=["no-run", "missing-run", "missing-path", "unknown-format"],
 )
 def test_bad_export_commands_get_one_line(run: Path, args: list[str], message: str) -> None:
     if args and args[0] == "--format":

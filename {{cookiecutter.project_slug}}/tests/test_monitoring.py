@@ -7,10 +7,7 @@ config and the alert rules, and fires each alert on synthetic series (monitoring
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -20,14 +17,12 @@ import types
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pytest
 from conftest import PROJECT_ROOT, SHORT, invoke_cli, module_command, project_env, run_module
 from helpers import services
+from helpers.monitor_stack import DASHBOARDS, Stack, listening, panel_queries, stack, wait
 from omegaconf import OmegaConf
 
 from {{ cookiecutter.package_name }}.tracking import live as live_module
@@ -35,78 +30,7 @@ from {{ cookiecutter.package_name }}.tracking.exporter import start
 from {{ cookiecutter.package_name }}.tracking.live import LiveMetrics, NoLiveMetrics
 
 MONITORING = PROJECT_ROOT / "monitoring"
-DASHBOARDS = MONITORING / "grafana" / "dashboards"
-
-
-@dataclass
-class Stack:
-    folder: Path
-    prometheus: str
-    pushgateway: str
-
-    def query(self, promql: str) -> list[dict]:
-        return self._api("query", query=promql)
-
-    def query_range(self, promql: str, seconds: float) -> list[dict]:
-        now = time.time()
-        return self._api("query_range", query=promql, start=now - seconds, end=now, step=0.25)
-
-    def _api(self, endpoint: str, **params: object) -> list[dict]:
-        url = f"{self.prometheus}/api/v1/{endpoint}?{urllib.parse.urlencode(params)}"
-        with urllib.request.urlopen(url, timeout=10) as response:
-            answer = json.load(response)
-        assert answer["status"] == "success", answer
-        return answer["data"]["result"]
-
-    def pushed(self) -> list[dict]:
-        """The Pushgateway's groups: their labels and metrics."""
-        with urllib.request.urlopen(f"{self.pushgateway}/api/v1/metrics", timeout=10) as response:
-            return json.load(response)["data"]
-
-
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    """`invoke monitor` on free ports, scraping every 250 ms; Ctrl-C (SIGINT) at the end."""
-    folder = tmp_path_factory.mktemp("monitor")
-    ports = [services.free_port() for _ in range(3)]
-    process = subprocess.Popen(
-        [
-            sys.executable, "-m", "invoke", "monitor", f"--port={ports[0]}",
-            f"--pushgateway-port={ports[1]}", f"--node-port={ports[2]}",
-            "--scrape-interval=250ms", f"--folder={folder}",
-        ],
-        cwd=PROJECT_ROOT, env=project_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True,
-    )  # fmt: skip
-    assert process.stdout is not None
-    printed = []
-    for line in process.stdout:
-        printed.append(line)
-        if "Ctrl-C stops them" in line:
-            break
-    else:
-        pytest.fail("invoke monitor did not start:\n" + "".join(printed))
-    assert f"http://127.0.0.1:{ports[0]}" in "".join(printed)
-    yield Stack(folder, f"http://127.0.0.1:{ports[0]}", f"http://127.0.0.1:{ports[1]}")
-    process.send_signal(signal.SIGINT)
-    rest = process.communicate(timeout=60)[0]
-    assert process.returncode == 0, "".join(printed) + rest
-    assert "stopping" in rest
-    assert not any(_listening(port) for port in ports), "a server outlived invoke monitor"
-
-
-def _listening(port: int) -> bool:
-    with socket.socket() as sock:
-        return sock.connect_ex(("127.0.0.1", port)) == 0
-
-
-def _wait(condition, what: str, timeout: float = 120) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}")
+__all__ = ["stack"]  # the fixture, for pytest
 
 
 def _monitored(stack: Stack, port: int) -> list[str]:
@@ -125,16 +49,6 @@ def _labels(**labels: str) -> str:
 def _values(series: list[dict]) -> list[float]:
     assert len(series) == 1, series
     return [float(value) for _, value in series[0]["values"]]
-
-
-def _panel_queries(dashboard: str, **variables: str) -> Iterator[tuple[str, str]]:
-    """(panel title, PromQL) of a dashboard, with Grafana's variables filled in."""
-    for panel in json.loads((DASHBOARDS / dashboard).read_text())["panels"]:
-        for target in panel["targets"]:
-            expr = target["expr"].replace("$__rate_interval", "2s")
-            for name, value in variables.items():
-                expr = expr.replace(f"${name}", value)
-            yield f"{dashboard}: {panel['title']}", expr
 
 
 @pytest.mark.slow
@@ -157,7 +71,7 @@ def test_prometheus_watches_a_run_live_and_the_pushgateway_keeps_its_end(
     try:
         selector = _labels(run=run)
         # Four scrapes of a run past its third epoch (discovery may come late on a busy machine).
-        _wait(
+        wait(
             lambda: (
                 stack.query(f"count_over_time(train_steps_total{selector}[2m]) >= 4")
                 and stack.query(f"train_epoch{selector} >= 3")
@@ -168,7 +82,7 @@ def test_prometheus_watches_a_run_live_and_the_pushgateway_keeps_its_end(
         assert steps[-1] > steps[0] and steps == sorted(steps), steps
         # The validation loss (the whole split, no dropout) over twenty epochs Prometheus saw.
         first_epoch = _values(stack.query_range(f"train_epoch{selector}", 120))[0]
-        _wait(lambda: stack.query(f"train_epoch{selector} >= {first_epoch + 20}"), "20 epochs")
+        wait(lambda: stack.query(f"train_epoch{selector} >= {first_epoch + 20}"), "20 epochs")
         loss = _values(stack.query_range("train_loss" + _labels(run=run, split="val"), 120))
         assert loss[-1] < loss[0], loss
         assert stack.query(f"max_over_time(train_samples_per_second{selector}[1m]) > 0")
@@ -179,14 +93,12 @@ def test_prometheus_watches_a_run_live_and_the_pushgateway_keeps_its_end(
         # No GPU here: a GPU run's series, pushed as a stand-in, so the GPU panels have data.
         if not stack.query(f"train_gpu_utilization_ratio{selector}"):
             _push_gpu_stand_in(stack, run)
-        _wait(lambda: stack.query(f"train_gpu_utilization_ratio{selector}"), "the stand-in")
+        wait(lambda: stack.query(f"train_gpu_utilization_ratio{selector}"), "the stand-in")
         # A scrape that timed out on a busy machine leaves an instant query empty until the
         # next one: ask again for a minute before calling a panel empty.
         deadline = time.monotonic() + 60
         while empty := [
-            (title, q)
-            for title, q in _panel_queries("training.json", run=run)
-            if not stack.query(q)
+            (title, q) for title, q in panel_queries("training.json", run=run) if not stack.query(q)
         ]:
             if time.monotonic() > deadline:
                 break
@@ -213,55 +125,7 @@ def test_prometheus_watches_a_run_live_and_the_pushgateway_keeps_its_end(
     assert finished["train_last_success_timestamp_seconds"] > time.time() - 600
     assert "test/accuracy" in (tmp_path / "done" / "metrics.json").read_text()
     # Prometheus scrapes the gateway with the pushed labels kept (honor_labels).
-    _wait(lambda: stack.query('train_last_success_timestamp_seconds{run="done"}'), "the push")
-
-
-@pytest.mark.slow
-@pytest.mark.needs("prometheus")
-def test_invoke_monitor_scrapes_invoke_serve_and_every_serving_panel_has_data(
-    stack: Stack, short_run: Path, tmp_path: Path
-) -> None:
-    """`invoke serve` announces itself where `invoke monitor` looks; a few requests (one of
-    them bad) later, every query of the serving dashboard returns data. Ctrl-C takes the
-    announcement back."""
-    from {{ cookiecutter.package_name }} import export as exporting
-
-    run = Path(shutil.copytree(short_run, tmp_path / "served"))
-    model = exporting.export(str(run))
-    port, targets = services.free_port(), stack.folder / "targets"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "invoke", "serve", "--model", str(model), "--port", str(port),
-         "--announce", str(targets)],
-        cwd=PROJECT_ROOT, env=project_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, start_new_session=True,
-    )  # fmt: skip
-    try:
-        _wait(lambda: _listening(port), "the server")
-        assert [json.loads(p.read_text()) for p in targets.glob("serve-*.json")] == [
-            [{"targets": [f"127.0.0.1:{port}"], "labels": {"served": "served"}}]
-        ]
-        with np.load(model / "parity.npz") as batch:
-            inputs = batch["x"][:4].tolist()
-
-        def traffic() -> None:
-            for body in ({"instances": inputs}, {"instances": [[1.0]]}):
-                request = urllib.request.Request(
-                    f"http://127.0.0.1:{port}/invocations", json.dumps(body).encode(),
-                    {"Content-Type": "application/json"},
-                )  # fmt: skip
-                with contextlib.suppress(urllib.error.HTTPError):
-                    urllib.request.urlopen(request, timeout=30).close()
-
-        queries = list(_panel_queries("serving.json", instance=f"127.0.0.1:{port}"))
-        deadline = time.monotonic() + 120
-        while empty := [(title, q) for title, q in queries if not stack.query(q)]:
-            assert time.monotonic() < deadline, f"panels without data: {empty}"
-            traffic()
-            time.sleep(0.25)
-    finally:
-        os.killpg(process.pid, signal.SIGINT)
-        process.communicate(timeout=60)
-    assert list(targets.glob("serve-*.json")) == []
+    wait(lambda: stack.query('train_last_success_timestamp_seconds{run="done"}'), "the push")
 
 
 def _group(stack: Stack, run: str) -> dict[str, float]:
@@ -394,7 +258,7 @@ def test_rank_k_serves_on_port_plus_k_with_its_rank_label(tmp_path: Path) -> Non
     finally:
         exporter.close(0)
     assert not list((tmp_path / "targets").iterdir())
-    assert not _listening(port)
+    assert not listening(port)
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ left billed. Facts: ../shared facts on serving (the container contract).
 from __future__ import annotations
 
 import json
+import re
 import tarfile
 import tempfile
 from collections.abc import Sequence
@@ -31,18 +32,8 @@ STATES = {"InService": "serving", "Creating": "creating", "Updating": "updating"
           "Failed": "failed", "Deleting": "deleting", "OutOfService": "out of service"}  # fmt: skip
 
 
-def hosting_instance_types() -> list[str] | None:
-    """SageMaker's hosting instance types (botocore's model); None without botocore."""
-    try:
-        from botocore.session import get_session
-    except ImportError:
-        return None
-    model = get_session().get_service_model("sagemaker")
-    return list(model.shape_for("ProductionVariantInstanceType").enum)
-
-
 def check(deployment: Deployment) -> None:
-    known = hosting_instance_types()
+    known = aws_account.sagemaker_names("ProductionVariantInstanceType")
     if known is not None and deployment.instance.name not in known:
         raise PlanError(f"--instance {deployment.instance.name}: SageMaker hosts on no such "
                         "instance (botocore's list)")  # fmt: skip
@@ -193,7 +184,8 @@ def remove(settings: dict[str, Any], name: str, parts: Sequence[str], cmd: Comma
     for part in PARTS:
         if part in parts:
             done = cmd.run(aws_account.aws_cli(settings, *steps[part], output=""), check=False)
-            gone = "Could not find" in done.stderr or "not found" in done.stderr.lower()
+            gone = re.search(r"Could not find|not found|ObjectNotFound|No scalable target",
+                             done.stderr, re.IGNORECASE)  # fmt: skip
             if done.returncode != 0 and not gone:
                 raise CloudError(f"could not delete the {part} of {name}: "
                                  f"{done.stderr.strip().splitlines()[-1]}")  # fmt: skip

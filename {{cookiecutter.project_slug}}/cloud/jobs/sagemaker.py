@@ -47,12 +47,7 @@ def instance_type(plan: Plan) -> str:
 
 def training_instance_types() -> list[str] | None:
     """SageMaker's own list (botocore's model); None where botocore is not installed."""
-    try:
-        from botocore.session import get_session
-    except ImportError:
-        return None
-    model = get_session().get_service_model("sagemaker")
-    return list(model.shape_for("TrainingInstanceType").enum)
+    return aws_account.sagemaker_names("TrainingInstanceType")
 
 
 def check(plan: Plan) -> None:

@@ -194,6 +194,11 @@ def copy_up(local: str, uri: str, settings: dict[str, Any], cmd: Commands) -> No
     cmd.run(aws_cli(settings, "s3", verb, "--only-show-errors", local, uri, output=""))
 
 
+def copy_down(uri: str, local: str, settings: dict[str, Any], cmd: Commands) -> None:
+    """A folder of the bucket, here (what changed since the last copy)."""
+    cmd.run(aws_cli(settings, "s3", "sync", "--only-show-errors", uri, local, output=""))
+
+
 # EC2 quotas count vCPUs per family of instance types, spot apart (Service Quotas codes). The
 # Standard ones count A, C, D, H, I, M, R, T and Z instances: every CPU machine of machines.json.
 QUOTAS = {

@@ -8,13 +8,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 from ..commands import CloudError, Commands
 from ..plan import DISK_GB, LABEL_PREFIX, Plan
 from ..settings import NEEDED
 from .azure_network import bastion_prefix, monitor_rules, nsg_name
+from .azure_storage import copy_down, copy_up, read_text  # noqa: F401 (the provider's API)
 
 
 def _az(*args: str) -> list[str]:
@@ -221,70 +221,3 @@ def runs(settings: dict[str, Any], cmd: Commands) -> list[dict[str, Any]]:
 def delete(settings: dict[str, Any], record: dict[str, Any], cmd: Commands) -> None:
     group = record.get("resource_group") or record.get("id") or record["run"]  # the run's group
     cmd.run(["az", "group", "delete", "--name", str(group), "--yes", "--no-wait"])
-
-
-def read_text(uri: str, settings: dict[str, Any], cmd: Commands) -> str | None:
-    container, _, blob = uri.removeprefix("az://").partition("/")
-    done = cmd.run(
-        [
-            "az",
-            "storage",
-            "blob",
-            "download",
-            "--auth-mode",
-            "login",
-            "--account-name",
-            settings["storage_account"],
-            "--container-name",
-            container,
-            "--name",
-            blob,
-            "--file",
-            "/dev/stdout",
-            "--no-progress",
-            "--only-show-errors",
-        ],
-        check=False,
-        quiet=True,
-    )
-    return done.stdout if done.returncode == 0 else None
-
-
-def copy_up(local: str, uri: str, settings: dict[str, Any], cmd: Commands) -> None:
-    """A file, or a folder's files, to the container."""
-    container, _, prefix = uri.removeprefix("az://").partition("/")
-    account = ["--auth-mode", "login", "--account-name", settings["storage_account"]]
-    if Path(local).is_dir():
-        cmd.run(
-            [
-                "az",
-                "storage",
-                "blob",
-                "upload-batch",
-                *account,
-                "--destination",
-                container,
-                "--destination-path",
-                prefix,
-                "--source",
-                local,
-                "--overwrite",
-            ]
-        )
-    else:
-        cmd.run(
-            [
-                "az",
-                "storage",
-                "blob",
-                "upload",
-                *account,
-                "--container-name",
-                container,
-                "--name",
-                prefix,
-                "--file",
-                local,
-                "--overwrite",
-            ]
-        )

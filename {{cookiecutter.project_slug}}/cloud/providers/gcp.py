@@ -267,3 +267,9 @@ def copy_up(local: str, uri: str, settings: dict[str, Any], cmd: Commands) -> No
         cmd.run(["gcloud", "storage", "rsync", "--recursive", local, uri])
     else:
         cmd.run(["gcloud", "storage", "cp", local, uri])
+
+
+def copy_down(uri: str, local: str, settings: dict[str, Any], cmd: Commands) -> None:
+    """A folder of the bucket, here (what changed since the last copy)."""
+    Path(local).mkdir(parents=True, exist_ok=True)
+    cmd.run(["gcloud", "storage", "rsync", "--recursive", uri, local])

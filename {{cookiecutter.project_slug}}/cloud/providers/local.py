@@ -148,3 +148,12 @@ def copy_up(local: str, uri: str, settings: dict[str, Any], cmd: Commands) -> No
     else:
         cmd.run(["mkdir", "-p", uri if folder else str(Path(uri).parent)])
         cmd.run(["cp", "-a", f"{local}/." if folder else local, uri])
+
+
+def copy_down(uri: str, local: str, settings: dict[str, Any], cmd: Commands) -> None:
+    """A folder of the bucket (an s3:// URI, or a folder here), here."""
+    if uri.startswith("s3://"):
+        cmd.run(["aws", "s3", "sync", "--only-show-errors", uri, local])
+    else:
+        cmd.run(["mkdir", "-p", local])
+        cmd.run(["cp", "-a", f"{uri}/.", local])
