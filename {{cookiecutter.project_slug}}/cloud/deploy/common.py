@@ -2,8 +2,9 @@
 (endpoints.json), one deployment's facts, and what this machine remembers of the endpoints it
 made: outputs/cloud/endpoints/<name>.json.
 
-The clouds know their endpoints too (the labels every resource carries): `invoke endpoints`
-reads both, so an endpoint whose record is gone still shows, and can still be taken down.
+`invoke endpoints` lists the endpoints recorded here and asks each cloud for its state. Every
+resource deploy makes carries the project's labels (invoke-endpoint=<name>), so one whose
+record is gone can still be found in the cloud's console and taken down there.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ CATALOG = Path(__file__).parents[1] / "endpoints.json"
 RECORDS = RUNS / "endpoints"
 # SageMaker's EndpointName (botocore's model); Vertex AI and Azure ML names fit inside it.
 NAME = re.compile(r"^[a-z](-?[a-z0-9])*$")
-NAME_LENGTH = 32  # Azure ML's online endpoints: 3-32 characters
+NAME_LENGTH = (3, 32)  # Azure ML's online endpoints: 3-32 characters
 
 
 def catalog() -> dict[str, Any]:
@@ -71,10 +72,11 @@ def instance(cloud: str, name: str = "", gpu: str = "") -> Instance:
 
 def check_name(name: str) -> str:
     """`name` if every cloud takes it as an endpoint's name; PlanError saying the rule if not."""
-    if not NAME.fullmatch(name) or len(name) > NAME_LENGTH:
+    shortest, longest = NAME_LENGTH
+    if not NAME.fullmatch(name) or not shortest <= len(name) <= longest:
         raise PlanError(
-            f"--name {name}: an endpoint's name is 1-{NAME_LENGTH} lowercase letters, digits "
-            "and single hyphens, starting with a letter and not ending with a hyphen"
+            f"--name {name}: an endpoint's name is {shortest}-{longest} lowercase letters, "
+            "digits and single hyphens, starting with a letter and not ending with a hyphen"
         )
     return name
 
@@ -82,8 +84,8 @@ def check_name(name: str) -> str:
 def default_name(project: str, run: Path) -> str:
     """<project>-<run folder>, made to fit check_name (cut, and no double or end hyphens)."""
     words = re.sub(r"[^a-z0-9]+", "-", f"{project}-{run.resolve().name}".lower())
-    name = re.sub(r"^[^a-z]+", "", words)[:NAME_LENGTH].strip("-")
-    return name or "model"
+    name = re.sub(r"^[^a-z]+", "", words)[: NAME_LENGTH[1]].strip("-")
+    return name if len(name) >= NAME_LENGTH[0] else "model"
 
 
 @dataclass
