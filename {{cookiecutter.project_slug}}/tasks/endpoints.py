@@ -153,6 +153,8 @@ def _record(name: str | None, usage: str) -> dict[str, Any]:
 @task(help={"cloud": "only this cloud's"})
 def endpoints(c: Context, cloud: str = "") -> None:
     """The endpoints deployed from here: where, on what, their state and price per hour."""
+    if cloud:
+        _engine(cloud)  # a cloud deploy does not know: one line, exit 2
     rows = [["NAME", "CLOUD", "INSTANCE", "COUNT", "STATE", "USD/H", "RUN", "CREATED"]]
     total = 0.0
     for record in common.all_records():

@@ -240,6 +240,12 @@ def test_bad_deploys_are_one_line_and_make_nothing(
     assert f"{PROJECT}-bad" not in names(moto, "model")
 
 
+def test_endpoints_of_an_unknown_cloud_is_one_line() -> None:
+    done = invoke_cli("endpoints", "--cloud", "mars")
+    assert done.returncode == 2
+    assert done.stderr.strip() == "error: --cloud mars: deploy to aws, gcp, azure"
+
+
 @pytest.mark.needs("aws")
 def test_a_run_without_a_checkpoint_is_one_line(moto: dict[str, str], tmp_path: Path) -> None:
     empty = tmp_path / "empty-run"
