@@ -19,6 +19,7 @@ from typing import Any
 
 from ..commands import CloudError, Commands
 from ..plan import PlanError
+from . import common
 from .common import RECORDS, Deployment
 
 SERVICE = "Azure ML managed online endpoint"
@@ -110,12 +111,8 @@ def create(deployment: Deployment, cmd: Commands) -> dict[str, Any]:
 def remove(settings: dict[str, Any], name: str, parts: Sequence[str], cmd: Commands) -> None:
     if "endpoint" not in parts:
         return
-    done = cmd.run(_az_ml(settings, "online-endpoint", "delete", "--name", name, "--yes"),
-                   check=False)  # fmt: skip
-    gone = "ResourceNotFound" in done.stderr or "not found" in done.stderr.lower()
-    if done.returncode != 0 and not gone:
-        raise CloudError(f"could not delete endpoint {name}: "
-                         f"{done.stderr.strip().splitlines()[-1]}")  # fmt: skip
+    argv = _az_ml(settings, "online-endpoint", "delete", "--name", name, "--yes")
+    common.delete(argv, r"ResourceNotFound|not found", f"endpoint {name}", cmd)
 
 
 def describe(settings: dict[str, Any], name: str, cmd: Commands) -> dict[str, Any]:

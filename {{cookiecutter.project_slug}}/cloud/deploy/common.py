@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..commands import CloudError, Commands
 from ..plan import LABEL_PREFIX, PlanError, label_value
 from ..runs import RUNS
 
@@ -145,6 +146,14 @@ class Deployment:
             ("model", f"{self.model} (from run {self.run})"),
             ("image", self.image),
         ]
+
+
+def delete(argv: list[str], gone: str, what: str, cmd: Commands) -> None:
+    """Run a cloud's delete command; output matching the pattern `gone` (the cloud's words for
+    "no such thing") is no error: deleting what is already gone succeeds."""
+    done = cmd.run(argv, check=False)
+    if done.returncode != 0 and not re.search(gone, done.stderr, re.IGNORECASE):
+        raise CloudError(f"could not delete {what}: {done.stderr.strip().splitlines()[-1]}")
 
 
 def save(deployment: Deployment, ids: dict[str, Any]) -> Path:

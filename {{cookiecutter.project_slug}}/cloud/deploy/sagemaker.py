@@ -11,7 +11,6 @@ left billed. Facts: ../shared facts on serving (the container contract).
 from __future__ import annotations
 
 import json
-import re
 import tarfile
 import tempfile
 from collections.abc import Sequence
@@ -21,12 +20,14 @@ from typing import Any
 from ..commands import CloudError, Commands
 from ..plan import PlanError
 from ..providers import aws_account, aws_policies
+from . import common
 from .common import Deployment
 
 SERVICE = "SageMaker real-time endpoint"
 BUCKET = True  # the model archive goes there
 VARIANT = "AllTraffic"
 PARTS = ("scaling", "endpoint", "config", "model", "archive")  # what deploy makes, newest first
+GONE = r"Could not find|not found|ObjectNotFound|No scalable target"  # AWS's "no such thing"
 TARGET_INVOCATIONS = 600.0  # per instance per minute: scale out above it, in below it
 STATES = {"InService": "serving", "Creating": "creating", "Updating": "updating",
           "Failed": "failed", "Deleting": "deleting", "OutOfService": "out of service"}  # fmt: skip
@@ -183,12 +184,8 @@ def remove(settings: dict[str, Any], name: str, parts: Sequence[str], cmd: Comma
     }  # fmt: skip
     for part in PARTS:
         if part in parts:
-            done = cmd.run(aws_account.aws_cli(settings, *steps[part], output=""), check=False)
-            gone = re.search(r"Could not find|not found|ObjectNotFound|No scalable target",
-                             done.stderr, re.IGNORECASE)  # fmt: skip
-            if done.returncode != 0 and not gone:
-                raise CloudError(f"could not delete the {part} of {name}: "
-                                 f"{done.stderr.strip().splitlines()[-1]}")  # fmt: skip
+            argv = aws_account.aws_cli(settings, *steps[part], output="")
+            common.delete(argv, GONE, f"the {part} of {name}", cmd)
 
 
 def describe(settings: dict[str, Any], name: str, cmd: Commands) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..commands import CloudError, Commands
 from ..providers import gcp
+from . import common
 from .common import Deployment
 
 SERVICE = "Vertex AI endpoint"
@@ -101,11 +102,7 @@ def remove(settings: dict[str, Any], name: str, parts: Sequence[str], cmd: Comma
     }
     for part in PARTS[1:]:
         if part in parts:
-            done = cmd.run(steps[part], check=False)
-            gone = "NOT_FOUND" in done.stderr or "not found" in done.stderr.lower()
-            if done.returncode != 0 and not gone:
-                raise CloudError(f"could not delete the {part} of {name}: "
-                                 f"{done.stderr.strip().splitlines()[-1]}")  # fmt: skip
+            common.delete(steps[part], r"NOT_FOUND|not found", f"the {part} of {name}", cmd)
 
 
 def describe(settings: dict[str, Any], name: str, cmd: Commands) -> dict[str, Any]:
