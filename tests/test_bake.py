@@ -160,8 +160,8 @@ src/{package}/prepare.py
 src/{package}/serve.py
 src/{package}/serving/__init__.py
 src/{package}/serving/batcher.py
+src/{package}/serving/buckets.py
 src/{package}/serving/drift.py
-src/{package}/serving/fetch.py
 src/{package}/serving/http.py
 src/{package}/serving/metrics.py
 src/{package}/serving/model.py
@@ -210,6 +210,7 @@ tasks/serving.py
 tests/conftest.py
 tests/framework_parts.py
 tests/helpers/__init__.py
+tests/helpers/azure_blob.py
 tests/helpers/collectives.py
 tests/helpers/datasets.py
 tests/helpers/google_api.py
@@ -236,6 +237,7 @@ tests/test_contract.py
 tests/test_data.py
 tests/test_ddp.py
 tests/test_deploy.py
+tests/test_deploy_vertex_azure.py
 tests/test_estimate.py
 tests/test_export.py
 tests/test_framework_tasks.py

@@ -124,6 +124,7 @@ SHARED_MODULES = {
     "tests/test_cloud_monitor.py": "pytorch",
     "tests/test_cloud_plan.py": "pytorch",
     "tests/test_deploy.py": "pytorch",
+    "tests/test_deploy_vertex_azure.py": "tensorflow",
     "tests/test_estimate.py": "tensorflow",
     "tests/test_iam_policies.py": "pytorch",
     "tests/test_managed_jobs.py": "pytorch",

@@ -59,6 +59,8 @@ def confirm(deployment: common.Deployment, yes: bool) -> None:
         "max": "instances at most: above --min, scaled on requests per instance",
         "image": "a serving image by digest (REF@sha256:...) instead of building and pushing one",
         "name": "the endpoint's name (default: <project>-<run folder>)",
+        "sample_rate": "this share of predictions to <bucket>/<project>/endpoints/NAME/samples",
+        "sample_inputs": "with their inputs (live data may be personal: off by default)",
         "dry_run": "print every cloud command instead of running it",
         "yes": "make it without asking (the price is still printed)",
     }
@@ -73,6 +75,8 @@ def deploy(
     max: str = "1",
     image: str = "",
     name: str = "",
+    sample_rate: str = "0",
+    sample_inputs: bool = False,
     dry_run: bool = False,
     yes: bool = False,
 ) -> None:
@@ -94,7 +98,10 @@ def deploy(
             max_instances=whole_number("--max", max, 1),
             image=image or f"{IMAGE}:serve-{chosen.flavour} of this commit, built and pushed",
             model=str(model), run=str(run), settings=options,
+            sample_rate=common.check_rate(sample_rate), sample_inputs=sample_inputs,
         )  # fmt: skip
+        if sample_inputs and not deployment.sample_rate:
+            raise PlanError("--sample-inputs: give --sample-rate too (the share kept)")
         engine.check(deployment)
         if not dry_run and engine.describe(options, deployment.name, cmd)["state"] != "gone":
             raise PlanError(f"endpoint {deployment.name} exists on {cloud}: invoke undeploy "
@@ -103,7 +110,8 @@ def deploy(
         raise Exit(f"error: {error}", 2) from None
     except CloudError as error:  # the CLI is missing, or not logged in
         raise Exit(f"error: {error}", 1) from None
-    for key, value in deployment.summary(engine.SERVICE):
+    samples = engine.samples_uri(options, deployment.name)
+    for key, value in deployment.summary(engine.SERVICE, samples):
         print(f"  {key:<9}  {value}")
     if not dry_run:
         confirm(deployment, yes)
@@ -222,3 +230,6 @@ def undeploy(c: Context, name: str | None = None, dry_run: bool = False) -> None
     if not dry_run:
         common.forget(made)
         print(f"undeployed {made}: nothing of it is billed any more")
+        if record.get("sample_rate"):
+            kept = engine.samples_uri(options, made)
+            print(f"its sampled predictions stay in {kept} (storage is billed per GB-month)")

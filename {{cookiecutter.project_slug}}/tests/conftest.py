@@ -187,6 +187,12 @@ def interrupt(
     return process.returncode, time.monotonic() - sent, output
 
 
+def copy_of(run: Path, into: Path) -> Path:
+    """A copy of a run folder (the short run, say), named `into`."""
+    subprocess.run(["cp", "-r", str(run), str(into)], check=True)
+    return into
+
+
 def read_metrics(run_dir: Path) -> dict:
     return json.loads((run_dir / "metrics.json").read_text())
 

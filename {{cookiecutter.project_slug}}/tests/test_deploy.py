@@ -2,7 +2,8 @@
 moto_server: the model, endpoint config, endpoint and scaling it keeps, field by field, the
 archive in the bucket, the price shown, and nothing left after undeploy or a failed deploy.
 moto runs no container: that the serving image answers as SageMaker runs it is the template's
-Docker test (tests/test_docker.py). Nothing here differs between frameworks."""
+Docker test (tests/test_docker.py). Vertex AI and Azure ML: test_deploy_vertex_azure.py.
+Nothing here differs between frameworks."""
 
 from __future__ import annotations
 
@@ -10,18 +11,14 @@ import io
 import json
 import shutil
 import subprocess
-import sys
 import tarfile
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import PROJECT_ROOT, invoke_cli, project_env
-from helpers import google_api, sdks, services
+from conftest import copy_of, invoke_cli, project_env
+from helpers import services
 
-PACKAGE = "{{ cookiecutter.package_name }}"
 PROJECT = "{{ cookiecutter.project_slug }}"
 IMAGE_REF = f"123456789012.dkr.ecr.us-east-1.amazonaws.com/{PROJECT}@sha256:" + "5" * 64
 BUCKET = "s3://deploy-bucket"
@@ -45,12 +42,6 @@ def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
         )
         subprocess.run(["aws", "s3", "mb", BUCKET], env=env, capture_output=True, check=True)
         yield env
-
-
-def copy_of(run: Path, into: Path) -> Path:
-    """A copy of the short run, named `into`: not exported yet."""
-    subprocess.run(["cp", "-r", str(run), str(into)], check=True)
-    return into
 
 
 def names(moto: dict[str, str], kind: str) -> list[str]:
@@ -79,9 +70,12 @@ def test_deploy_makes_the_endpoint_and_undeploy_leaves_nothing(
     run = copy_of(short_run, tmp_path / "digits")
     name = f"{PROJECT}-digits"
     done = invoke_cli("deploy", f"--run={run}", "--cloud=aws", "--gpu=t4", "--max=3", "--yes",
-                      f"--image={IMAGE_REF}", env=moto)  # fmt: skip
+                      f"--image={IMAGE_REF}", "--sample-rate=0.25", "--sample-inputs",
+                      env=moto)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert "ml.g4dn.xlarge at $0.7364/h each" in done.stdout
+    samples = f"{BUCKET}/{PROJECT}/endpoints/{name}/samples"
+    assert f"25% of the predictions and their inputs, as JSON lines to {samples}" in done.stdout
     assert "$0.7364/h, up to $2.2092/h" in done.stdout and "1 to 3" in done.stdout
     assert (run / "model" / "model.json").is_file(), "exported on the way"
 
@@ -91,6 +85,9 @@ def test_deploy_makes_the_endpoint_and_undeploy_leaves_nothing(
     [variant] = config["ProductionVariants"]
     assert (variant["InstanceType"], variant["InitialInstanceCount"]) == ("ml.g4dn.xlarge", 1)
     assert variant["ModelName"] == name
+    capture = config["DataCaptureConfig"]  # SageMaker's own sampling, to the bucket
+    assert (capture["InitialSamplingPercentage"], capture["DestinationS3Uri"]) == (25, samples)
+    assert {o["CaptureMode"] for o in capture["CaptureOptions"]} == {"Input", "Output"}
     model = aws(moto, "sagemaker", "describe-model", "--model-name", name)
     archive = f"{BUCKET}/{PROJECT}/endpoints/{name}/model.tar.gz"
     assert model["PrimaryContainer"] == {"Image": IMAGE_REF, "ModelDataUrl": archive}
@@ -102,6 +99,9 @@ def test_deploy_makes_the_endpoint_and_undeploy_leaves_nothing(
     policy = aws(moto, "iam", "get-role-policy", "--role-name", role, "--policy-name", role)
     by_sid = {s["Sid"]: s["Resource"] for s in policy["PolicyDocument"]["Statement"]}
     assert by_sid["ReadTheModelArchives"] == f"arn:aws:s3:::deploy-bucket/{PROJECT}/endpoints/*"
+    assert by_sid["WriteTheCapturedSamples"] == (
+        f"arn:aws:s3:::deploy-bucket/{PROJECT}/endpoints/*/samples/*"
+    )
     assert "ReadWriteTheProjectBucket" not in by_sid, "an endpoint reads its model, no run"
 
     packed = subprocess.run(["aws", "s3", "cp", archive, "-"], env=moto, capture_output=True,
@@ -131,6 +131,7 @@ def test_deploy_makes_the_endpoint_and_undeploy_leaves_nothing(
     gone = invoke_cli("undeploy", name, env=moto)
     assert gone.returncode == 0, gone.stdout + gone.stderr
     assert f"undeployed {name}" in gone.stdout
+    assert f"its sampled predictions stay in {samples}" in gone.stdout
     targets = aws(moto, "application-autoscaling", "describe-scalable-targets",
                   "--service-namespace", "sagemaker")["ScalableTargets"]  # fmt: skip
     assert targets == []
@@ -225,6 +226,10 @@ def test_a_dry_run_prints_every_command_and_makes_nothing(
         (["--cloud=aws", "--image=repo/x:latest"], "--image repo/x:latest: give it by digest"),
         (["--cloud=aws"], "costs money every hour: add --yes"),
         (["--cloud=azure", "--max=2"], "--max 2: Azure ML endpoints scale through Azure Monitor"),
+        (["--cloud=aws", "--sample-rate=2"], "--sample-rate 2: a fraction of the predictions"),
+        (["--cloud=aws", "--sample-rate=0.005"], "--sample-rate 0.005: SageMaker's Data Capture"),
+        (["--cloud=aws", "--sample-inputs"], "--sample-inputs: give --sample-rate too"),
+        (["--cloud=azure", "--sample-rate=0.1"], "--sample-rate: the endpoint writes samples as"),
     ],
 )
 def test_bad_deploys_are_one_line_and_make_nothing(
@@ -255,182 +260,3 @@ def test_a_run_without_a_checkpoint_is_one_line(moto: dict[str, str], tmp_path: 
     assert "no checkpoints/" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
     assert not (empty / "model").exists()
-
-
-# --- Vertex AI: the real gcloud against the loopback stand-in of Google's API ---
-
-GCP_IMAGE = f"us-central1-docker.pkg.dev/proj/{PROJECT}/{PROJECT}@sha256:" + "6" * 64
-STORAGE_SHIM = """#!/bin/sh
-# gcloud storage's upload protocol is not in the stand-in: copies and removals go to the folder
-# the stand-in serves as Cloud Storage; every other gcloud command is the real one.
-if [ "$1" = storage ] && [ "$2" = rsync ]; then
-  target="{root}/$(echo "$5" | sed 's|^gs://||')"; mkdir -p "$target"; exec cp -r "$4/." "$target"
-fi
-if [ "$1" = storage ] && [ "$2" = rm ]; then
-  exec rm -r "{root}/$(echo "$4" | sed 's|^gs://||')"
-fi
-exec {real} "$@"
-"""
-
-
-@pytest.fixture
-def vertex(tmp_path: Path) -> Iterator[tuple[google_api.GoogleApi, dict[str, str]]]:
-    (tmp_path / "cloud.toml").write_text(
-        '[gcp]\nproject = "proj"\nregion = "us-central1"\nbucket = "gs://deploy-bucket"\n'
-    )
-    shim = tmp_path / "bin" / "gcloud"
-    shim.parent.mkdir()
-    with google_api.serve() as api:
-        api.storage = tmp_path / "storage"
-        real = shutil.which("gcloud")
-        shim.write_text(STORAGE_SHIM.format(root=api.storage, real=real))
-        shim.chmod(0o755)
-        env = project_env(**google_api.gcloud_env(api, tmp_path), CLOUD_SETTINGS=str(
-            tmp_path / "cloud.toml"), CLOUD_RUNS=str(tmp_path / "runs"))  # fmt: skip
-        env["PATH"] = f"{shim.parent}:{env['PATH']}"
-        yield api, env
-
-
-@pytest.mark.needs("gcloud")
-def test_a_vertex_ai_deploy_serves_from_the_bucket_and_undeploy_leaves_nothing(
-    vertex: tuple[google_api.GoogleApi, dict[str, str]], short_run: Path, tmp_path: Path
-) -> None:
-    """What gcloud sends, field by field; then the server started as Vertex AI starts it, its
-    model copied from AIP_STORAGE_URI through the stand-in's Cloud Storage and metadata token,
-    gives the trained model's classes; undeploy takes the model off, then deletes it all."""
-    api, env = vertex
-    run = copy_of(short_run, tmp_path / "digits")
-    name = f"{PROJECT}-digits"
-    done = invoke_cli("deploy", f"--run={run}", "--cloud=gcp", "--gpu=t4", "--max=2", "--yes",
-                      f"--image={GCP_IMAGE}", env=env)  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "n1-standard-8+t4 at $0.7300/h each" in done.stdout and "at least:" in done.stdout
-    artifacts = f"gs://deploy-bucket/{PROJECT}/endpoints/{name}/model"
-    [upload] = api.bodies("POST", r"/models:upload$")
-    spec = upload["model"]["containerSpec"]
-    assert spec["imageUri"] == GCP_IMAGE and spec["ports"] == [{"containerPort": 8080}]
-    assert (spec["healthRoute"], spec["predictRoute"]) == ("/ping", "/invocations")
-    assert upload["model"]["artifactUri"] == artifacts and upload["modelId"] == name
-    assert upload["model"]["labels"]["invoke-endpoint"] == name
-    [deploy] = api.bodies("POST", r"/endpoints/[^/]+:deployModel$")
-    resources = deploy["deployedModel"]["dedicatedResources"]
-    assert resources["machineSpec"] == {"machineType": "n1-standard-8",
-                                        "acceleratorType": "NVIDIA_TESLA_T4",
-                                        "acceleratorCount": 1}  # fmt: skip
-    assert (resources["minReplicaCount"], resources["maxReplicaCount"]) == (1, 2)
-    assert deploy["trafficSplit"] == {"0": 100}
-
-    listed = invoke_cli("endpoints", env=env)
-    row = next(line for line in listed.stdout.splitlines() if line.startswith(name))
-    assert row.split()[1:6] == ["gcp", "n1-standard-8+t4", "1", "serving", "0.7300"]
-
-    copied = artifacts.removeprefix("gs://")
-    server = subprocess.Popen(
-        [sys.executable, "-m", f"{PACKAGE}.serve"], cwd=PROJECT_ROOT,
-        env=project_env(AIP_STORAGE_URI=artifacts, AIP_HTTP_PORT=str(port := services.free_port()),
-                        STORAGE_EMULATOR_HOST=api.url,
-                        GCE_METADATA_HOST=api.url.removeprefix("http://")),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    try:
-        import numpy as np
-
-        with np.load(api.storage / copied / "parity.npz") as batch:  # type: ignore[operator]
-            inputs, classes = batch["x"][:8].tolist(), batch["logits"][:8].argmax(axis=1)
-        answer = post_when_ready(port, "/invocations", {"instances": inputs})
-        card = json.loads((run / "model" / "model.json").read_text())
-        predicted = [card["output"]["classes"].index(p["class"]) for p in answer["predictions"]]
-        assert predicted == classes.tolist()
-    finally:
-        server.terminate()
-        server.communicate(timeout=60)
-    assert any("/storage/v1/b/deploy-bucket/o" in r.path for r in api.requests)
-
-    gone = invoke_cli("undeploy", name, env=env)
-    assert gone.returncode == 0, gone.stdout + gone.stderr
-    assert api.bodies("POST", r":undeployModel$") and api.endpoints == {} and api.models == {}
-    assert not (api.storage / copied).exists()  # type: ignore[operator]
-
-
-def post_when_ready(port: int, path: str, body: dict) -> dict:
-    """POST `body` once the server on `port` answers /ping."""
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/ping", timeout=5) as ping:
-                if ping.status == 200:
-                    break
-        except OSError:
-            time.sleep(0.2)
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", json.dumps(body).encode(),
-                                     {"Content-Type": "application/json"})  # fmt: skip
-    with urllib.request.urlopen(request, timeout=60) as answer:
-        return json.loads(answer.read())
-
-
-@pytest.mark.needs("gcloud")
-def test_a_failed_vertex_deploy_deletes_what_it_made(
-    vertex: tuple[google_api.GoogleApi, dict[str, str]], short_run: Path, tmp_path: Path
-) -> None:
-    """The project has no serving quota: deploy-model is refused. Deploy says so in one line,
-    after deleting the endpoint and the model it made and the copy in the bucket."""
-    api, env = vertex
-    api.serving_quota = False
-    run = copy_of(short_run, tmp_path / "refused")
-    done = invoke_cli("deploy", f"--run={run}", "--cloud=gcp", "--yes", f"--image={GCP_IMAGE}",
-                      env=env)  # fmt: skip
-    assert done.returncode == 1, done.stdout + done.stderr
-    line = done.stderr.strip().splitlines()[-1]
-    assert line.startswith("error: quota: ") and "what it had made is deleted" in line, line
-    assert api.models == {} and api.endpoints == {}
-    assert list((api.storage or tmp_path).rglob("model.json")) == []
-
-
-@pytest.mark.needs("gcloud")
-def test_a_taken_endpoint_name_is_one_line_and_makes_nothing(
-    vertex: tuple[google_api.GoogleApi, dict[str, str]], short_run: Path, tmp_path: Path
-) -> None:
-    api, env = vertex
-    run = copy_of(short_run, tmp_path / "taken")
-    name = f"{PROJECT}-taken"
-    api.endpoints[name] = {"name": f"projects/proj/locations/us-central1/endpoints/{name}",
-                           "deployedModels": [{"id": "1", "model": "theirs"}]}  # fmt: skip
-    done = invoke_cli("deploy", f"--run={run}", "--cloud=gcp", "--yes", f"--image={GCP_IMAGE}",
-                      env=env)  # fmt: skip
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert done.stderr.strip().splitlines() == [
-        f"error: endpoint {name} exists on gcp: invoke undeploy {name} first, or choose "
-        "another --name"
-    ]
-    assert api.models == {} and list(api.endpoints) == [name]
-
-
-# --- Azure ML: the files az would send, loaded and checked by azure-ai-ml ---
-
-AZURE_IMAGE = f"projectacr.azurecr.io/{PROJECT}@sha256:" + "7" * 64
-
-
-@pytest.mark.needs("cloud-sdks")
-def test_an_azure_ml_deploy_writes_what_azure_ai_ml_loads(short_run: Path, tmp_path: Path) -> None:
-    run = copy_of(short_run, tmp_path / "digits")
-    assert invoke_cli("export", "--run", str(run)).returncode == 0
-    (tmp_path / "cloud.toml").write_text('[azure]\nresource_group = "ml"\nworkspace = "ws"\n')
-    env = project_env(CLOUD_SETTINGS=str(tmp_path / "cloud.toml"), CLOUD_RUNS=str(tmp_path / "r"))
-    done = invoke_cli("deploy", f"--run={run}", "--cloud=azure", "--gpu=t4", "--min=2", "--max=2",
-                      "--dry-run", f"--image={AZURE_IMAGE}", env=env)  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "Standard_NC4as_T4_v3 at $0.5260/h each" in done.stdout
-    assert "$1.0520/h (the VM's price" in done.stdout
-    name = f"{PROJECT}-digits"
-    for step in (f"az ml online-endpoint create --file {tmp_path}/r/endpoints/{name}/endpoint.yaml",
-                 "az ml online-deployment create --file", "--all-traffic"):  # fmt: skip
-        assert step in done.stdout, step
-    sent = tmp_path / "r" / "endpoints" / name
-    loaded = sdks.validate("azureml-online", sent / "deployment.yaml")
-    assert loaded == {
-        "endpoint": name, "auth_mode": "key", "deployment": "main", "endpoint_name": name,
-        "image": AZURE_IMAGE, "model": str((run / "model").resolve()),
-        "instance_type": "Standard_NC4as_T4_v3", "instances": 2,
-        "routes": {"live": [8080, "/live"], "ready": [8080, "/ready"], "score": [8080, "/score"]},
-    }  # fmt: skip
-    assert not list((tmp_path / "r" / "endpoints").glob("*.json")), "a dry run records nothing"

@@ -138,12 +138,16 @@ def significant(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def test_an_endpoint_reads_the_model_archives_and_nothing_else_of_the_bucket() -> None:
+    """It reads the archives and writes Data Capture's samples beside them: no run's files."""
     by_sid = {s["Sid"]: s for s in statements(POLICIES["sagemaker endpoint"])}
     assert set(by_sid) == {"RegistryToken", "PullTheProjectImage", "ReadTheModelArchives",
-                           "WriteTheEndpointLogs"}  # fmt: skip
-    archives = by_sid["ReadTheModelArchives"]
+                           "WriteTheCapturedSamples", "WriteTheEndpointLogs"}  # fmt: skip
+    archives, samples = by_sid["ReadTheModelArchives"], by_sid["WriteTheCapturedSamples"]
     assert (archives["Action"], archives["Resource"]) == (
         "s3:GetObject", "arn:aws:s3:::team-bucket/proj/endpoints/*"
+    )  # fmt: skip
+    assert (samples["Action"], samples["Resource"]) == (
+        "s3:PutObject", "arn:aws:s3:::team-bucket/proj/endpoints/*/samples/*"
     )  # fmt: skip
 
 

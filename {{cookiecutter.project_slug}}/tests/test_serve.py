@@ -4,6 +4,7 @@ against the run's own test accuracy, bad requests, batching, metrics and drainin
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import signal
@@ -19,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import PACKAGE, PROJECT_ROOT, project_env, read_metrics
+from helpers import azure_blob, google_api
 from helpers.services import free_port
 
 from {{ cookiecutter.package_name }} import export as exporting
@@ -214,13 +216,87 @@ def test_sampled_predictions_land_as_json_lines(
         assert np.ravel(lines[1]["input"]).tolist() == x[1]  # in the model's input shape
 
 
-def test_a_sample_rate_out_of_range_is_one_line(model: Path) -> None:
+@pytest.mark.parametrize("cloud", ["gcp", "azure"])
+def test_samples_reach_the_bucket_while_serving_and_at_the_end(
+    model: Path, tmp_path: Path, cloud: str
+) -> None:
+    """Vertex AI's way (gs://, the metadata server's token) and Azure ML's (a blob URL, the
+    endpoint identity's token): the hour's file is in the bucket while the server runs, the
+    lines of the last requests after SIGTERM, and none stays on the container's disk."""
+    with contextlib.ExitStack() as stack:
+        if cloud == "gcp":
+            api = stack.enter_context(google_api.serve())
+            api.storage = tmp_path / "bucket"
+            uri = "gs://runs/proj/endpoints/e1/samples"
+            env = {"GCE_METADATA_HOST": api.url.removeprefix("http://"),
+                   "STORAGE_EMULATOR_HOST": api.url}  # fmt: skip
+        else:
+            blob = stack.enter_context(azure_blob.serve(tmp_path / "bucket"))
+            uri, env = blob.container_url("runs", "proj/endpoints/e1/samples"), blob.env
+        landed = tmp_path / "bucket" / "runs/proj/endpoints/e1/samples"
+        flags = ["--sample-rate", "1", "--sample-dir", str(tmp_path / "samples"),
+                 "--sample-uri", uri, "--sample-every", "0.2"]  # fmt: skip
+        server = start(model, *flags, **env)
+        try:
+            assert server.post("/invocations", {"instances": [[0.5] * 64] * 2})[0] == 200
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and not list(landed.glob("samples-*.jsonl")):
+                time.sleep(0.1)
+            [early] = landed.glob("samples-*.jsonl")
+            assert len(early.read_text().splitlines()) == 2
+            assert server.post("/invocations", {"instances": [[0.25] * 64] * 3})[0] == 200
+        finally:
+            output = stop(server)
+    [copied] = landed.glob("samples-*.jsonl")
+    lines = [json.loads(line) for line in copied.read_text().splitlines()]
+    assert len(lines) == 5 and "not copied" not in output
+    assert not list((tmp_path / "samples").glob("*.jsonl"))
+    if cloud == "gcp":
+        uploads = [r.body for r in api.requests if r.path.startswith("/upload/runs/")]
+        assert uploads and all(u["authorization"] == "Bearer stand-in-token" for u in uploads)
+
+
+def test_a_bucket_that_refuses_the_samples_leaves_them_on_disk_and_serving_goes_on(
+    model: Path, tmp_path: Path
+) -> None:
+    """A missing role assignment: one warning line per try, the answers unchanged, the file
+    kept for the next try, and a clean exit."""
+    with azure_blob.serve(tmp_path / "bucket") as blob:
+        blob.refuse = True
+        to = blob.container_url("runs", "e1")
+        flags = ["--sample-rate", "1", "--sample-dir", str(tmp_path / "samples"),
+                 "--sample-uri", to, "--sample-every", "0.2"]  # fmt: skip
+        server = start(model, *flags, **blob.env)
+        try:
+            assert server.post("/invocations", {"instances": [[0.5] * 64]})[0] == 200
+            time.sleep(0.5)
+            assert server.post("/invocations", {"instances": [[0.5] * 64]})[0] == 200
+        finally:
+            output = stop(server)
+    warnings = [line for line in output.splitlines() if "not copied" in line]
+    assert warnings and all("403" in line for line in warnings), output
+    [kept] = (tmp_path / "samples").glob("samples-*.jsonl")
+    assert len(kept.read_text().splitlines()) == 2
+    assert not (tmp_path / "bucket").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--sample-rate", "2"], "error: --sample-rate 2: a fraction from 0 (none) to 1"),
+        (["--sample-uri", "s3://b/p"], "error: --sample-uri s3://b/p: the server writes to gs://"),
+        (["--sample-every", "0"], "error: --sample-every 0: seconds, more than 0"),
+    ],
+    ids=["rate", "s3", "every"],
+)
+def test_bad_sampling_flags_are_one_line(model: Path, args: list[str], message: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", f"{PACKAGE}.serve", "--model", str(model), "--sample-rate", "2"],
+        [sys.executable, "-m", f"{PACKAGE}.serve", "--model", str(model), *args],
         cwd=PROJECT_ROOT, env=project_env(), capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 1
-    assert done.stderr.strip() == "error: --sample-rate 2: a fraction from 0 (none) to 1"
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(message), line
 
 
 def test_concurrent_requests_share_batches_and_are_counted(model: Path) -> None:

@@ -8,6 +8,10 @@ The image's routes are declared in the environment's inference_config (/live, /r
 on 8080). Scaling beyond --min goes through Azure Monitor autoscale, which deploy does not set
 up: --max must equal --min here. A create that fails, or is interrupted, deletes the endpoint
 (and with it the deployment). The workspace keeps the uploaded model, versioned.
+
+With cloud.toml's `identity`, the endpoint runs as that user-assigned identity, which already
+pulls the image (AcrPull) and writes the storage account for the VMs; --sample-rate needs it:
+the server writes its samples to the bucket with the identity's token (serving/samples.py).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any
 
 from ..commands import CloudError, Commands
 from ..plan import PlanError
+from ..settings import NEEDED
 from . import common
 from .common import RECORDS, Deployment
 
@@ -41,6 +46,9 @@ def _az_ml(settings: dict[str, Any], *args: str) -> list[str]:
 
 
 def check(deployment: Deployment) -> None:
+    if deployment.sample_rate and not deployment.settings.get("identity"):
+        raise PlanError(f"--sample-rate: the endpoint writes samples as the project's identity; "
+                        f"{NEEDED['azure']['identity']}")  # fmt: skip
     if deployment.max_instances != deployment.min_instances:
         raise PlanError(f"--max {deployment.max_instances}: Azure ML endpoints scale through "
                         "Azure Monitor autoscale, which deploy does not set up; give --max equal "
@@ -51,11 +59,29 @@ def upload(settings: dict[str, Any], name: str, folder: str, cmd: Commands) -> N
     del settings, name, folder, cmd  # `az ml online-deployment create` uploads the folder itself
 
 
-def documents(deployment: Deployment) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The endpoint's YAML and the deployment's, as Azure ML's schemas have them."""
-    tags = deployment.labels
-    endpoint = {"$schema": ENDPOINT_SCHEMA, "name": deployment.name, "auth_mode": "key",
-                "tags": tags}  # fmt: skip
+def samples_uri(settings: dict[str, Any], name: str) -> str:
+    """The blob URL of <bucket>/<project>/endpoints/<name>/samples, which the server writes."""
+    path = common.endpoints_prefix(settings).removeprefix("az://")
+    account = settings.get("storage_account") or "<storage_account>"
+    return f"https://{account}.blob.core.windows.net/{path}{name}/samples"
+
+
+def _client_id(settings: dict[str, Any], cmd: Commands) -> str:
+    """The identity's client id, which its token request names (a user-assigned identity)."""
+    asked = ["az", "identity", "show", "--ids", settings["identity"], "--query", "clientId",
+             "--output", "tsv"]  # fmt: skip
+    return cmd.run(asked, dry_answer="<client id of the identity>").stdout.strip()
+
+
+def documents(deployment: Deployment, client_id: str = "") -> tuple[dict[str, Any], dict[str, Any]]:
+    """The endpoint's YAML and the deployment's, as Azure ML's schemas have them; `client_id`:
+    the identity's, which the server's sampler uses."""
+    tags, settings = deployment.labels, deployment.settings
+    endpoint: dict[str, Any] = {"$schema": ENDPOINT_SCHEMA, "name": deployment.name,
+                                "auth_mode": "key", "tags": tags}  # fmt: skip
+    if settings.get("identity"):
+        identity = [{"resource_id": settings["identity"]}]
+        endpoint["identity"] = {"type": "user_assigned", "user_assigned_identities": identity}
     route = {"port": PORT}
     serving = {
         "$schema": DEPLOYMENT_SCHEMA,
@@ -74,17 +100,25 @@ def documents(deployment: Deployment) -> tuple[dict[str, Any], dict[str, Any]]:
         "instance_count": deployment.min_instances,
         "tags": tags,
     }
+    if deployment.sample_rate:
+        serving["environment_variables"] = {
+            "SAMPLE_RATE": f"{deployment.sample_rate:g}",
+            "SAMPLE_URI": samples_uri(settings, deployment.name),
+            "AZURE_CLIENT_ID": client_id,
+            **({"SAMPLE_INPUTS": "1"} if deployment.sample_inputs else {}),
+        }
     return endpoint, serving
 
 
-def _written(deployment: Deployment) -> tuple[Path, Path]:
+def _written(deployment: Deployment, cmd: Commands) -> tuple[Path, Path]:
     """The two YAML files, kept in outputs/cloud/endpoints/<name>/: what was sent."""
     from ..jobs.common import as_yaml
 
+    client_id = _client_id(deployment.settings, cmd) if deployment.sample_rate else ""
     folder = RECORDS / deployment.name
     folder.mkdir(parents=True, exist_ok=True)
     paths = folder / "endpoint.yaml", folder / "deployment.yaml"
-    for path, document in zip(paths, documents(deployment), strict=True):
+    for path, document in zip(paths, documents(deployment, client_id), strict=True):
         path.write_text(as_yaml(document), encoding="utf-8")
         print(f"--- {path.name} ---\n{path.read_text(encoding='utf-8')}")
     return paths
@@ -93,7 +127,7 @@ def _written(deployment: Deployment) -> tuple[Path, Path]:
 def create(deployment: Deployment, cmd: Commands) -> dict[str, Any]:
     """The endpoint, then its deployment taking all traffic, each waited on by az."""
     settings, name = deployment.settings, deployment.name
-    endpoint_file, deployment_file = _written(deployment)
+    endpoint_file, deployment_file = _written(deployment, cmd)
     made: list[str] = []
     try:
         cmd.run(_az_ml(settings, "online-endpoint", "create", "--file", str(endpoint_file)))

@@ -71,6 +71,24 @@ def instance(cloud: str, name: str = "", gpu: str = "") -> Instance:
                     offered.get("price_note", ""))  # fmt: skip
 
 
+def endpoints_prefix(settings: dict[str, Any]) -> str:
+    """Where the project's endpoints keep their files: <bucket>/<project>/endpoints/ (the
+    bucket named as such until ensure_bucket has found it)."""
+    bucket = (settings.get("bucket") or "<the project's bucket>").rstrip("/")
+    return f"{bucket}/{settings['project_name']}/endpoints/"
+
+
+def check_rate(rate: str) -> float:
+    """--sample-rate as a fraction from 0 to 1; PlanError otherwise."""
+    try:
+        value = float(rate)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 1:
+        raise PlanError(f"--sample-rate {rate}: a fraction of the predictions, from 0 (none) to 1")
+    return value
+
+
 def check_name(name: str) -> str:
     """`name` if every cloud takes it as an endpoint's name; PlanError saying the rule if not."""
     shortest, longest = NAME_LENGTH
@@ -103,6 +121,8 @@ class Deployment:
     model: str  # the model folder here
     run: str
     settings: dict[str, Any] = field(repr=False, default_factory=dict)
+    sample_rate: float = 0.0  # the share of predictions written to the bucket
+    sample_inputs: bool = False  # their inputs too
     created: str = field(
         default_factory=lambda: datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     )
@@ -126,7 +146,8 @@ class Deployment:
             f"{LABEL_PREFIX}-project": label_value(self.settings.get("project_name", "")),
         }
 
-    def summary(self, service: str) -> list[tuple[str, str]]:
+    def summary(self, service: str, samples: str = "") -> list[tuple[str, str]]:
+        """What deploy prints before it asks; `samples`: where the sampled predictions go."""
         low, high = self.price
         count = f"{self.min_instances}" + (
             f" to {self.max_instances} (scaled on requests per instance)"
@@ -145,7 +166,12 @@ class Deployment:
             ),
             ("model", f"{self.model} (from run {self.run})"),
             ("image", self.image),
+            *([("samples", self.samples_line(samples))] if self.sample_rate else []),
         ]
+
+    def samples_line(self, where: str) -> str:
+        kept = "predictions and their inputs" if self.sample_inputs else "predictions (no inputs)"
+        return f"{self.sample_rate * 100:g}% of the {kept}, as JSON lines to {where}"
 
 
 def delete(argv: list[str], gone: str, what: str, cmd: Commands) -> None:

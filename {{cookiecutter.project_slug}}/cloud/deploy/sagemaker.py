@@ -4,8 +4,10 @@ the endpoint and labelled as the project's, through `aws sagemaker`. SageMaker u
 archive into /opt/ml/model and starts the serving image as `docker run IMAGE serve`.
 
 With --max above --min, Application Auto Scaling keeps invocations per instance near
-TARGET_INVOCATIONS. A create that fails, or is interrupted, deletes what it made: nothing is
-left billed. Facts: ../shared facts on serving (the container contract).
+TARGET_INVOCATIONS. --sample-rate turns on SageMaker's Data Capture, which writes that share of
+the answers (and with --sample-inputs the requests) to the bucket as JSON lines. A create that
+fails, or is interrupted, deletes what it made: nothing is left billed. Facts: ../shared facts
+on serving (the container contract).
 """
 
 from __future__ import annotations
@@ -34,19 +36,39 @@ STATES = {"InService": "serving", "Creating": "creating", "Updating": "updating"
 
 
 def check(deployment: Deployment) -> None:
+    percent = deployment.sample_rate * 100
+    if abs(percent - round(percent)) > 1e-9:
+        raise PlanError(f"--sample-rate {deployment.sample_rate:g}: SageMaker's Data Capture keeps "
+                        "whole percents, 0.01 to 1")  # fmt: skip
     known = aws_account.sagemaker_names("ProductionVariantInstanceType")
     if known is not None and deployment.instance.name not in known:
         raise PlanError(f"--instance {deployment.instance.name}: SageMaker hosts on no such "
                         "instance (botocore's list)")  # fmt: skip
 
 
-def models(settings: dict[str, Any]) -> str:
-    """Where the project's endpoints' model archives go: <bucket>/<project>/endpoints/."""
-    return f"{settings['bucket'].rstrip('/')}/{settings['project_name']}/endpoints/"
-
-
 def archive_uri(settings: dict[str, Any], name: str) -> str:
-    return f"{models(settings)}{name}/model.tar.gz"
+    return f"{common.endpoints_prefix(settings)}{name}/model.tar.gz"
+
+
+def samples_uri(settings: dict[str, Any], name: str) -> str:
+    """Where Data Capture writes: SageMaker's own sampling of an endpoint's answers (and
+    inputs), as JSON lines; the server's own sampler stays off."""
+    return f"{common.endpoints_prefix(settings)}{name}/samples"
+
+
+def _capture(deployment: Deployment) -> list[str]:
+    """--data-capture-config for --sample-rate (none without one)."""
+    if not deployment.sample_rate:
+        return []
+    modes = ["Output", *(["Input"] if deployment.sample_inputs else [])]
+    capture = {
+        "EnableCapture": True,
+        "InitialSamplingPercentage": round(deployment.sample_rate * 100),
+        "DestinationS3Uri": samples_uri(deployment.settings, deployment.name),
+        "CaptureOptions": [{"CaptureMode": mode} for mode in modes],
+        "CaptureContentTypeHeader": {"JsonContentTypes": ["application/json"]},
+    }
+    return ["--data-capture-config", json.dumps(capture)]
 
 
 def _scaling_target(name: str) -> list[str]:
@@ -57,7 +79,8 @@ def _scaling_target(name: str) -> list[str]:
 
 def role_arn(settings: dict[str, Any], models: str, cmd: Commands) -> str:
     """cloud.toml's `sagemaker_endpoint_role` as it is, else <project>-endpoint, made on first
-    use: pulls the image and reads the model archives under `models`, nothing else."""
+    use: pulls the image, reads the model archives under `models` and writes the captured
+    samples there, nothing else."""
     if settings.get("sagemaker_endpoint_role"):
         return str(settings["sagemaker_endpoint_role"])
     return aws_account.ensure_role(
@@ -75,7 +98,7 @@ def create(deployment: Deployment, cmd: Commands) -> dict[str, Any]:
     settings, name = deployment.settings, deployment.name
     model_uri = archive_uri(settings, name)
     tags = [{"Key": key, "Value": value} for key, value in deployment.labels.items()]
-    role = role_arn(settings, models(settings), cmd)
+    role = role_arn(settings, common.endpoints_prefix(settings), cmd)
     made: list[str] = []
     try:
         container = {"Image": deployment.image, "ModelDataUrl": model_uri}
@@ -89,7 +112,8 @@ def create(deployment: Deployment, cmd: Commands) -> dict[str, Any]:
                    "InitialInstanceCount": deployment.min_instances}  # fmt: skip
         cmd.run(aws_account.aws_cli(
             settings, "sagemaker", "create-endpoint-config", "--endpoint-config-name", name,
-            "--production-variants", json.dumps([variant]), "--tags", json.dumps(tags),
+            "--production-variants", json.dumps([variant]), *_capture(deployment),
+            "--tags", json.dumps(tags),
         ))  # fmt: skip
         made.append("config")
         done = cmd.run(aws_account.aws_cli(

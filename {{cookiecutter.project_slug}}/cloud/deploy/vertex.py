@@ -3,9 +3,12 @@ model uploaded with the serving image (Vertex AI hands the server that copy as A
 which it reads itself), an endpoint, and the model deployed to it on dedicated machines, all
 through `gcloud ai`, which waits for each operation. Labelled as the project's.
 
-Vertex AI scales between --min and --max replicas on CPU (or GPU) use by itself. A create that
-fails, or is interrupted, deletes what it made. Its prediction prices were not found: the
-catalog gives Compute Engine's price for the same machine, a lower bound (endpoints.json).
+Vertex AI scales between --min and --max replicas on CPU (or GPU) use by itself. With
+--sample-rate the server samples its predictions to the bucket itself (serving/samples.py), as
+the project's own service account (cloud/providers/gcp_identity.py), which may write there. A
+create that fails, or is interrupted, deletes what it made. Its prediction prices were not
+found: the catalog gives Compute Engine's price for the same machine, a lower bound
+(endpoints.json).
 """
 
 from __future__ import annotations
@@ -36,7 +39,27 @@ def check(deployment: Deployment) -> None:
 
 def archive_uri(settings: dict[str, Any], name: str) -> str:
     """The model folder's copy in the bucket: <bucket>/<project>/endpoints/<name>/model."""
-    return f"{settings['bucket'].rstrip('/')}/{settings['project_name']}/endpoints/{name}/model"
+    return f"{common.endpoints_prefix(settings)}{name}/model"
+
+
+def samples_uri(settings: dict[str, Any], name: str) -> str:
+    return f"{common.endpoints_prefix(settings)}{name}/samples"
+
+
+def _sampling(deployment: Deployment, cmd: Commands) -> tuple[list[str], list[str]]:
+    """The server's variables for --sample-rate (on the model) and the account it runs as (on
+    its deployment); nothing without a rate."""
+    if not deployment.sample_rate:
+        return [], []
+    settings = deployment.settings
+    env = {"SAMPLE_RATE": f"{deployment.sample_rate:g}",
+           "SAMPLE_URI": samples_uri(settings, deployment.name),
+           **({"SAMPLE_INPUTS": "1"} if deployment.sample_inputs else {})}  # fmt: skip
+    account = gcp.ensure_identity(settings, settings["bucket"], deployment.image, cmd, vms=False)
+    return (
+        [f"--container-env-vars={','.join(f'{key}={value}' for key, value in env.items())}"],
+        [f"--service-account={account}"],
+    )
 
 
 def upload(settings: dict[str, Any], name: str, folder: str, cmd: Commands) -> None:
@@ -51,6 +74,7 @@ def _labels(deployment: Deployment) -> str:
 def create(deployment: Deployment, cmd: Commands) -> dict[str, Any]:
     """The model, the endpoint and the model deployed on it, each waited on by gcloud."""
     settings, name = deployment.settings, deployment.name
+    model_env, runs_as = _sampling(deployment, cmd)
     made: list[str] = []
     try:
         cmd.run(_gcloud(
@@ -58,6 +82,7 @@ def create(deployment: Deployment, cmd: Commands) -> dict[str, Any]:
             f"--container-image-uri={deployment.image}", "--container-ports=8080",
             f"--container-health-route={HEALTH}", f"--container-predict-route={PREDICT}",
             f"--artifact-uri={archive_uri(settings, name)}", f"--labels={_labels(deployment)}",
+            *model_env,
         ))  # fmt: skip
         made.append("model")
         cmd.run(_gcloud(settings, "endpoints", "create", f"--endpoint-id={name}",
@@ -69,7 +94,7 @@ def create(deployment: Deployment, cmd: Commands) -> dict[str, Any]:
             f"--display-name={name}", f"--machine-type={machine}",
             f"--min-replica-count={deployment.min_instances}",
             f"--max-replica-count={deployment.max_instances}", "--traffic-split=0=100",
-            *([f"--accelerator=type={accelerator},count=1"] if accelerator else []),
+            *([f"--accelerator=type={accelerator},count=1"] if accelerator else []), *runs_as,
         ))  # fmt: skip
         made.append("deployment")
     except (CloudError, KeyboardInterrupt) as error:

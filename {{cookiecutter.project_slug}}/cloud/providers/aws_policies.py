@@ -176,7 +176,8 @@ def sagemaker_job(settings: dict[str, Any], account: str) -> dict[str, Any]:
 def sagemaker_endpoint(settings: dict[str, Any], account: str, models: str) -> dict[str, Any]:
     """The role of the project's SageMaker endpoints: pull its image, read the model archives
     under `models` (s3://bucket/<project>/endpoints/: every endpoint reads its own again when
-    it adds an instance), write the endpoints' logs; nothing of the runs, data or secrets."""
+    it adds an instance), write Data Capture's samples and the endpoints' logs; nothing of the
+    runs, data or secrets."""
     region = settings["region"]
     name, prefix = split_bucket(models)
     return {
@@ -188,6 +189,12 @@ def sagemaker_endpoint(settings: dict[str, Any], account: str, models: str) -> d
                 "Effect": "Allow",
                 "Action": "s3:GetObject",
                 "Resource": f"arn:aws:s3:::{name}/{prefix}*",
+            },
+            {
+                "Sid": "WriteTheCapturedSamples",
+                "Effect": "Allow",
+                "Action": "s3:PutObject",
+                "Resource": f"arn:aws:s3:::{name}/{prefix}*/samples/*",
             },
             {
                 "Sid": "WriteTheEndpointLogs",

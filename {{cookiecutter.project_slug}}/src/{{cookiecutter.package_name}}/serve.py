@@ -15,6 +15,9 @@ import os
 import sys
 from pathlib import Path
 
+from .serving import buckets
+from .serving.samples import Sampling
+
 DEFAULT_PORT = 8080
 MODEL_PLACES = ("AIP_STORAGE_URI", "/opt/ml/model", "AZUREML_MODEL_DIR")
 
@@ -36,9 +39,7 @@ def model_folder(given: str | None) -> Path | None:
     for place in MODEL_PLACES:
         path = os.environ.get(place, "") if not place.startswith("/") else place
         if path.startswith("gs://"):
-            from .serving.fetch import gcs_folder
-
-            return _holding_the_card(gcs_folder(path))
+            return _holding_the_card(buckets.gcs_folder(path))
         if path and "://" not in path and Path(path).is_dir():
             return _holding_the_card(Path(path))
     return None
@@ -68,6 +69,17 @@ def main(argv: list[str] | None = None) -> None:
         help="where: samples-<hour>.jsonl files",
     )
     parser.add_argument(
+        "--sample-uri",
+        default=os.environ.get("SAMPLE_URI", ""),
+        help="and copied there: gs://BUCKET/PREFIX, an Azure blob URL or a folder",
+    )
+    parser.add_argument(
+        "--sample-every",
+        type=float,
+        default=float(os.environ.get("SAMPLE_EVERY_S") or 300),
+        help="seconds between copies (and one at the end)",
+    )
+    parser.add_argument(
         "--sample-inputs",
         action="store_true",
         default=os.environ.get("SAMPLE_INPUTS") == "1",
@@ -76,7 +88,14 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if not 0 <= args.sample_rate <= 1:
         sys.exit(f"error: --sample-rate {args.sample_rate:g}: a fraction from 0 (none) to 1")
-    sample = (Path(args.sample_dir), args.sample_rate, args.sample_inputs)
+    try:
+        uri = buckets.check(args.sample_uri)
+    except ValueError as error:
+        sys.exit(f"error: --sample-uri {error}")
+    if args.sample_every <= 0:
+        sys.exit(f"error: --sample-every {args.sample_every:g}: seconds, more than 0")
+    sample = Sampling(Path(args.sample_dir), args.sample_rate, args.sample_inputs, uri,
+                      args.sample_every)  # fmt: skip
     try:
         folder = model_folder(args.model)
     except OSError as error:  # the bucket of AIP_STORAGE_URI: not there, or not ours to read

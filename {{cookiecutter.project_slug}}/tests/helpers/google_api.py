@@ -3,10 +3,10 @@ IAM calls a first run makes (service accounts, custom roles, the IAM policies of
 repository and secret), for the real `gcloud`.
 
 It keeps instances, custom jobs, accounts, roles, policies and Vertex AI's models and endpoints
-in memory, serves a folder's files as Cloud Storage objects and a token as the metadata server
-does, answers create, get, list, delete and cancel as the APIs do (with operations that are done
-at once), and records every request, so a test reads the exact body gcloud sent. It proves what
-gcloud sends for our flags, not what Google accepts.
+in memory, serves a folder's files as Cloud Storage objects (and takes uploads into it) and a
+token as the metadata server does, answers create, get, list, delete and cancel as the APIs do
+(with operations that are done at once), and records every request, so a test reads the exact
+body gcloud sent. It proves what gcloud sends for our flags, not what Google accepts.
 """
 
 from __future__ import annotations
@@ -84,6 +84,8 @@ def _handler(api: GoogleApi) -> type[BaseHTTPRequestHandler]:
         def _route(self, method: str) -> None:
             path, query = urlsplit(self.path).path, dict(parse_qsl(urlsplit(self.path).query))
             length = int(self.headers.get("Content-Length") or 0)
+            if m := re.fullmatch(r"/upload/storage/v1/b/([^/]+)/o", path):
+                return self._upload(m[1], query, self.rfile.read(length))
             body = json.loads(self.rfile.read(length) or b"null") if length else None
             api.requests.append(Recorded(method, path, body))
             if path.endswith("/instance/service-accounts/default/token"):  # the metadata server
@@ -257,6 +259,20 @@ def _handler(api: GoogleApi) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
+
+        def _upload(self, bucket: str, query: dict[str, str], data: bytes) -> None:
+            """objects.insert (uploadType=media) into api.storage; recorded with its token."""
+            token = self.headers.get("Authorization", "")
+            api.requests.append(Recorded("POST", f"/upload/{bucket}/{query.get('name')}",
+                                         {"authorization": token, "size": len(data)}))  # fmt: skip
+            if api.storage is None or query.get("uploadType") != "media" or not query.get("name"):
+                return self._answer(400, {"error": {"code": 400, "message": "bad upload"}})
+            if token != "Bearer stand-in-token":
+                return self._answer(401, {"error": {"code": 401, "message": "no token"}})
+            target = api.storage / bucket / query["name"]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+            self._answer(200, {"bucket": bucket, "name": query["name"], "size": str(len(data))})
 
         def _lro(self, resource: str, kind: str, response: dict[str, Any]) -> None:
             """A Vertex AI long-running operation, done at once."""

@@ -36,7 +36,10 @@ VALIDATORS = {
         "    'image': deployment.environment.image, 'model': str(deployment.model.path),\n"
         "    'instance_type': deployment.instance_type, 'instances': deployment.instance_count,\n"
         "    'routes': {k: [v.port, v.path] for k, v in (('live', config.liveness_route),\n"
-        "        ('ready', config.readiness_route), ('score', config.scoring_route))}}))\n"
+        "        ('ready', config.readiness_route), ('score', config.scoring_route))},\n"
+        "    'identity': endpoint.identity and [endpoint.identity.type,\n"
+        "        [i.resource_id for i in endpoint.identity.user_assigned_identities or []]],\n"
+        "    'env': deployment.environment_variables}))\n"
     ),
     # gcloud's request body parsed by Vertex AI's own message type: unknown fields and enum
     # values fail; the JSON that comes back has every enum by name.

@@ -7,6 +7,8 @@ managed endpoint's container contract and the Open Inference Protocol.
                  confidence, and drift.py's PSI of inputs and predictions
     http.py      the routes (SageMaker, Vertex AI, Azure ML, KServe V2), readiness, draining
     v2.py        KServe V2's infer requests and answers
+    samples.py   a share of the predictions as JSON lines, copied to a bucket
+    buckets.py   Cloud Storage and Blob Storage by their REST APIs (the model in, samples out)
 
 Why the standard library's threaded HTTP server and not a framework: nothing to install beside
 the model's own framework (a small image), well under a millisecond of overhead per request on

@@ -36,9 +36,7 @@ from .batcher import Batcher
 from .drift import Drift, softmax
 from .metrics import ServingMetrics
 from .model import RequestError, ServedModel, as_batch, load
-from .samples import Sampler
-
-Sampling = tuple[Path, float, bool] | None  # where, how often, and whether with the inputs
+from .samples import Sampler, Sampling
 
 log = logging.getLogger(__name__)
 MAX_BODY = 6 * 1024 * 1024  # bytes: SageMaker's real-time payload limit
@@ -60,7 +58,7 @@ class ModelServer(ThreadingHTTPServer):
     request_queue_size = 1024  # the listen backlog: socketserver's 5 resets bursts of clients
 
     def __init__(
-        self, address: tuple[str, int], routes: Routes, name: str, sample: Sampling = None
+        self, address: tuple[str, int], routes: Routes, name: str, sample: Sampling | None = None
     ) -> None:
         super().__init__(address, Handler)
         self.routes, self.name, self.sample = routes, name, sample
@@ -88,7 +86,7 @@ class ModelServer(ThreadingHTTPServer):
             return
         self.metrics = ServingMetrics(model.classes)
         if self.sample is not None:
-            self.sampler = Sampler(self.sample[0], self.sample[1], model.classes, self.sample[2])
+            self.sampler = Sampler(self.sample, model.classes)
         if (folder / "reference.npz").is_file():
             self.drift = Drift(folder / "reference.npz", len(model.classes))
             self.metrics.watch_drift(self.drift)
@@ -271,10 +269,10 @@ def serve(
     name: str = "model",
     max_batch: int = 64,
     max_delay: float = 0.002,
-    sample: Sampling = None,
+    sample: Sampling | None = None,
 ) -> None:
     """Listen at once (liveness), load the model (then ready), answer until SIGTERM or Ctrl-C,
-    then drain. `sample`: (folder, rate, with inputs) for samples.py."""
+    then drain (and copy the samples a last time: samples.py)."""
     server = ModelServer((host, port), routes or Routes(), name, sample)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: threading.Thread(target=server.drain, daemon=True).start())
@@ -286,3 +284,5 @@ def serve(
         if server.batcher is not None:
             server.batcher.close()
         server.server_close()
+        if server.sampler is not None:
+            server.sampler.close()

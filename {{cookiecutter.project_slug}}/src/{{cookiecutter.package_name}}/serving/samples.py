@@ -1,10 +1,15 @@
 """Live inputs' predictions sampled to JSON lines, to label later and to see what drift looked
-like: `serve --sample-rate R --sample-dir DIR` (or $SAMPLE_RATE, $SAMPLE_DIR).
+like: `serve --sample-rate R [--sample-uri URI]` (or $SAMPLE_RATE, $SAMPLE_URI).
 
 Each input of a prediction request is kept with probability R, one line per input in
 DIR/samples-<UTC hour>.jsonl: the time, an id (the first 16 hex digits of the SHA-256 of the
 input's float32 bytes: the same input has the same id, and the input is not in it), the class
 and its confidence. The input itself only with --sample-inputs: live data may be personal.
+
+With a URI (buckets.py: gs://, an Azure blob URL or a folder), every hour's file is copied
+there each --sample-every seconds while it grows and once more at the end; an hour that is
+over leaves the container's disk once its copy is made. A copy that fails is logged and tried
+again the next time: the samples wait on the disk, the answers do not.
 """
 
 from __future__ import annotations
@@ -12,23 +17,47 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import logging
 import random
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from . import buckets
+
+log = logging.getLogger(__name__)
+LAST_COPY_TIMEOUT_S = 10.0  # at SIGTERM: SageMaker kills 30 s after it, and draining comes first
+
+
+@dataclass(frozen=True)
+class Sampling:
+    folder: Path  # where the hours' files are written
+    rate: float  # the share of inputs kept
+    inputs: bool = False  # the inputs too
+    uri: str = ""  # where the files are copied (buckets.put); nowhere when empty
+    every_s: float = 300.0
+
 
 class Sampler:
-    def __init__(self, folder: Path, rate: float, classes: list[str], inputs: bool = False):
-        folder.mkdir(parents=True, exist_ok=True)
-        self.folder, self.rate, self.classes, self.inputs = folder, rate, classes, inputs
+    def __init__(self, sampling: Sampling, classes: list[str]):
+        sampling.folder.mkdir(parents=True, exist_ok=True)
+        self.sampling, self.classes = sampling, classes
         self._lock = threading.Lock()
         self._random = random.Random()
+        self._copied: dict[str, int] = {}  # file name: its size when last copied
+        self._copying = threading.Lock()  # one copy at a time: the timer's or the last
+        self._stop = threading.Event()
+        self._copier: threading.Thread | None = None
+        if sampling.uri:
+            self._copier = threading.Thread(target=self._copy_often, daemon=True)
+            self._copier.start()
 
     def offer(self, inputs: np.ndarray, probabilities: np.ndarray) -> None:
         """Keep each input of a batch with probability `rate`."""
-        kept = [index for index in range(len(inputs)) if self._random.random() < self.rate]
+        rate = self.sampling.rate
+        kept = [index for index in range(len(inputs)) if self._random.random() < rate]
         if not kept:
             return
         now = datetime.datetime.now(datetime.UTC)
@@ -41,9 +70,53 @@ class Sampler:
                 "class": self.classes[int(row.argmax())],
                 "confidence": round(float(row.max()), 6),
             }
-            if self.inputs:
+            if self.sampling.inputs:
                 line["input"] = x.tolist()
             lines.append(json.dumps(line))
-        path = self.folder / f"samples-{now:%Y%m%dT%H}.jsonl"
+        path = self.sampling.folder / _hour_file(now)
         with self._lock, path.open("a", encoding="utf-8") as out:
             out.write("\n".join(lines) + "\n")
+
+    def copy(self, last: bool = False) -> None:
+        """Copy every hour's file that grew since its last copy; remove each finished hour's
+        (every one, when `last`) once its whole content is there."""
+        timeout = LAST_COPY_TIMEOUT_S if last else buckets.TIMEOUT_S
+        if not self._copying.acquire(timeout=timeout):
+            log.warning("samples: the copy before is still going; left on the disk")
+            return
+        try:
+            self._copy(last, timeout)
+        finally:
+            self._copying.release()
+
+    def _copy(self, last: bool, timeout: float) -> None:
+        current = _hour_file(datetime.datetime.now(datetime.UTC))
+        for path in sorted(self.sampling.folder.glob("samples-*.jsonl")):
+            with self._lock:
+                data = path.read_bytes()
+            if self._copied.get(path.name) != len(data):
+                try:
+                    buckets.put(self.sampling.uri, path.name, data, timeout)
+                except OSError as error:
+                    log.warning("samples: %s not copied to %s (tried again later): %s",
+                                path.name, self.sampling.uri, error)  # fmt: skip
+                    continue
+                self._copied[path.name] = len(data)
+            if last or path.name != current:
+                with self._lock:
+                    if path.stat().st_size == self._copied[path.name]:
+                        path.unlink()
+
+    def close(self) -> None:
+        """The last copy (the server is stopping)."""
+        if self._copier is not None:
+            self._stop.set()
+            self.copy(last=True)
+
+    def _copy_often(self) -> None:
+        while not self._stop.wait(self.sampling.every_s):
+            self.copy()
+
+
+def _hour_file(now: datetime.datetime) -> str:
+    return f"samples-{now:%Y%m%dT%H}.jsonl"
