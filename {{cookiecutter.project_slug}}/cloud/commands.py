@@ -6,6 +6,7 @@ Nothing here knows a cloud's API; aws.py, gcp.py and azure.py build the command 
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
@@ -93,8 +94,10 @@ class Commands:
         check: bool = True,
         dry_answer: str = "",
         quiet: bool = False,
+        env: dict[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
-        """Run `argv`, capturing its output; CloudError with the cloud's reason when it fails."""
+        """Run `argv`, capturing its output; CloudError with the cloud's reason when it fails.
+        `env`: variables added to the command's environment (a secret it reads by name)."""
         if self.dry_run:
             self.printed.append(self.show(argv))
             print(f"$ {self.printed[-1]}")
@@ -104,7 +107,8 @@ class Commands:
             raise CloudError(f"{program} not found: {INSTALL.get(program, f'install {program}')}")
         if self.verbose and not quiet:
             print(f"$ {self.show(argv)}", file=sys.stderr)
-        done = subprocess.run(list(argv), input=input, capture_output=True, text=True)
+        done = subprocess.run(list(argv), input=input, capture_output=True, text=True,
+                              env={**os.environ, **env} if env else None)  # fmt: skip
         if check and done.returncode != 0:
             raise explain(program, done.stderr or done.stdout, self.show(argv))
         return done

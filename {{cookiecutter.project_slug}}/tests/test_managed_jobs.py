@@ -534,9 +534,10 @@ def test_the_skypilot_task_parses_in_skypilot(tmp_path: Path) -> None:
     settings = tmp_path / "cloud.toml"
     settings.write_text('[aws]\nregion = "us-east-1"\nbucket = "s3://jobs-bucket"\n')
     env = project_env(CLOUD_SETTINGS=str(settings), CLOUD_RUNS=str(tmp_path / "runs"))
+    registry = "123456789012.dkr.ecr.us-east-1.amazonaws.com"
     done = invoke_cli(
         "train", "--cloud=aws", "--backend=skypilot", "--nodes=2", "--gpu=a10g:4", "--spot",
-        "--dry-run", f"--image=reg/x@{DIGEST}", env=env,
+        "--dry-run", f"--image={registry}/x@{DIGEST}", env=env,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     (spec,) = (tmp_path / "runs").glob("*/skypilot-task.yaml")
@@ -544,10 +545,13 @@ def test_the_skypilot_task_parses_in_skypilot(tmp_path: Path) -> None:
     task = sdks.validate("skypilot", spec)
     assert task["num_nodes"] == 2
     resources = task["resources"]
+    # The private image: SkyPilot logs in to ECR as the VM (an empty password), no secret sent.
+    login = {"username": "AWS", "password": "", "server": registry}
+    assert resources["_docker_login_config"] == login
     assert resources["accelerators"] == {"A10G": 4} and resources["use_spot"] is True
     assert resources["infra"] == "aws/us-east-1"
     assert resources["job_recovery"]["strategy"] == "EAGER_NEXT_REGION"
-    assert list(resources["image_id"].values()) == [f"docker:reg/x@{DIGEST}"]
+    assert list(resources["image_id"].values()) == [f"docker:{registry}/x@{DIGEST}"]
     outputs = f"s3://jobs-bucket/{PROJECT}/{spec.parent.name}/outputs"
     assert task["file_mounts"]["/outputs"]["source"] == outputs
     launch = f"python -m {PACKAGE}.launch hydra.run.dir=/outputs/run"
@@ -573,6 +577,63 @@ def test_a_cpu_skypilot_task_asks_for_the_machines_vcpus_and_memory_and_no_gpu(
     # The cheapest SkyPilot finds with at least the catalog machine's vCPUs and memory.
     assert resources["cpus"] == f"{chosen.vcpus}+" and resources["use_spot"] is True
     assert resources["memory"] == f"{chosen.memory_gib:g}+" and not resources.get("accelerators")
+
+
+@pytest.mark.needs("cloud-sdks")
+def test_an_acr_image_reaches_skypilot_as_launch_secrets_never_in_the_task_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ACR has no VM login path in SkyPilot: a token from az goes to `sky jobs launch --secret`
+    through its environment. Real `sky`'s Task takes the same three as secrets and logs in with
+    them; the task file, the command line and the printout hold no token."""
+    from cloud.commands import Commands
+    from cloud.jobs import skypilot
+    from cloud.plan import Plan
+
+    token = "acr-token-" + "9" * 20
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "az").write_text(f"#!/bin/sh\necho {token}\n")
+    (bin_dir / "sky").write_text(
+        "#!/bin/sh\n"
+        f'printf "%s\\n" "$@" > {tmp_path}/argv\n'
+        f"env | grep ^SKYPILOT_DOCKER_ | sort > {tmp_path}/env\n"
+    )
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    image = f"projacr.azurecr.io/x@{DIGEST}"
+    plan = Plan(run_id="r", cloud="azure", offer=None, spot=False, region="eastus", zone="",
+                image=image, max_hours=1, bucket="az://runs", container=["true"],
+                settings={"project_name": "p"})  # fmt: skip
+    spec = tmp_path / "task.yaml"
+    spec.write_text(f"name: r\nresources:\n  infra: azure/eastus\n  image_id: docker:{image}\n"
+                    "run: 'true'\n")  # fmt: skip
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    skypilot.submit(plan, str(spec), Commands())
+    dry = Commands(dry_run=True)
+    skypilot.submit(plan, str(spec), dry)
+    argv = (tmp_path / "argv").read_text().split()
+    secrets = [argv[i + 1] for i, word in enumerate(argv) if word == "--secret"]
+    assert secrets == list(skypilot.LOGIN) and token not in argv
+    handed = dict(line.split("=", 1) for line in (tmp_path / "env").read_text().splitlines())
+    assert handed == {"SKYPILOT_DOCKER_USERNAME": skypilot.ACR_TOKEN_USER,
+                      "SKYPILOT_DOCKER_PASSWORD": token,
+                      "SKYPILOT_DOCKER_SERVER": "projacr.azurecr.io"}  # fmt: skip
+    assert "--expose-token" in dry.printed[0]
+    assert "--secret SKYPILOT_DOCKER_PASSWORD" in dry.printed[1]
+    assert token not in " ".join(dry.printed) + spec.read_text()
+    script = (
+        "import json, sys, sky\n"
+        "task = sky.Task.from_yaml(sys.argv[1]).update_secrets(json.loads(sys.argv[2]))\n"
+        "print(json.dumps(list(task.resources)[0]._docker_login_config.__dict__))\n"
+    )
+    done = subprocess.run([sdks.PYTHON, "-c", script, str(spec), json.dumps(handed)],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "HOME": str(tmp_path)})  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {
+        "username": skypilot.ACR_TOKEN_USER, "password": token, "server": "projacr.azurecr.io"
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize(("hours_left", "ends_within"), [(-1.0, 2.0), (1 / 3600, 6.0)])

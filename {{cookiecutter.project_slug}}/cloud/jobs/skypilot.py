@@ -5,6 +5,13 @@ SkyPilot's jobs controller starts the nodes, relaunches a preempted spot job and
 down at the end. The image runs as the task's runtime (`image_id: docker:...`), each node runs
 the launcher (SKYPILOT_NODE_RANK, SKYPILOT_NODE_IPS), and the run folder is the run's bucket
 prefix mounted at /outputs, so a relaunched job resumes from its last checkpoint.
+
+SkyPilot pulls a private image only with its three login variables (registry_login). With an
+empty password it logs in as the VM itself where it knows how (0.14.1's
+sky/provision/docker_utils.py): ECR through `aws ecr get-login-password`, Artifact Registry
+through `gcloud auth configure-docker`. ACR has no such path: a token of `az acr login
+--expose-token` (valid 3 hours) is handed to `sky jobs launch --secret`, read from its
+environment, and never written in the task file or printed.
 Facts: ../shared facts on engines (SkyPilot 0.14.1's task schema and environment).
 """
 
@@ -21,6 +28,8 @@ if TYPE_CHECKING:
     from .common import Distribution
 
 MOUNT = "/outputs"
+LOGIN = ("SKYPILOT_DOCKER_USERNAME", "SKYPILOT_DOCKER_PASSWORD", "SKYPILOT_DOCKER_SERVER")
+ACR_TOKEN_USER = "00000000-0000-0000-0000-000000000000"  # the user name an ACR token goes with
 KILL_AFTER_S = 90  # after SIGTERM at the deadline, as long as a VM run's stop grace
 SPEC = "skypilot-task.yaml"
 FORMAT = "yaml"
@@ -50,6 +59,31 @@ def check(plan: Plan) -> None:
     assert plan.offer is not None
     if not plan.offer.is_cpu:
         service_name("skypilot_accelerator", plan.offer.gpu)
+
+
+def registry_login(image: str) -> dict[str, str]:
+    """The login variables of the image's registry where the VM's own identity pulls from it
+    (ECR, Artifact Registry); none for another registry (public, or ACR: launch_secrets)."""
+    server = image.split("/", 1)[0]
+    if ".dkr.ecr." in server and server.endswith(".amazonaws.com"):
+        return dict(zip(LOGIN, ("AWS", "", server), strict=True))
+    if server.endswith("-docker.pkg.dev"):
+        return dict(zip(LOGIN, ("oauth2accesstoken", "", server), strict=True))
+    return {}
+
+
+def launch_secrets(plan: Plan, cmd: Commands) -> tuple[list[str], dict[str, str]]:
+    """`--secret NAME` flags for `sky jobs launch` and their values, for an image in ACR: the
+    values travel in the command's environment, never on its command line."""
+    server = plan.image.split("/", 1)[0]
+    if not server.endswith(".azurecr.io"):
+        return [], {}
+    asked = ["az", "acr", "login", "--name", server.removesuffix(".azurecr.io"), "--expose-token",
+             "--query", "accessToken", "--output", "tsv"]  # fmt: skip
+    token = cmd.run(asked, dry_answer="<an ACR token>", quiet=True).stdout.strip()
+    cmd.secrets.append(token)
+    values = dict(zip(LOGIN, (ACR_TOKEN_USER, token, server), strict=True))
+    return [flag for name in LOGIN for flag in ("--secret", name)], values
 
 
 def _machine(offer: Offer) -> dict[str, Any]:
@@ -82,7 +116,7 @@ def spec(
         "name": plan.job,
         "num_nodes": plan.nodes,
         "resources": resources,
-        "envs": environment,
+        "envs": {**environment, **registry_login(plan.image)},
         "file_mounts": {MOUNT: {"source": f"{plan.bucket}/outputs", "mode": "MOUNT"}},
         "run": run_script(plan),
     }
@@ -102,7 +136,9 @@ def run_script(plan: Plan) -> str:
 
 
 def submit(plan: Plan, path: str, cmd: Commands) -> dict[str, Any]:
-    cmd.run(["sky", "jobs", "launch", "--yes", "--detach-run", "--name", plan.job, path])
+    flags, values = launch_secrets(plan, cmd)
+    cmd.run(["sky", "jobs", "launch", "--yes", "--detach-run", "--name", plan.job, *flags, path],
+            env=values)  # fmt: skip
     return {"job": plan.job}
 
 
