@@ -158,16 +158,16 @@ def _record(name: str | None, usage: str) -> dict[str, Any]:
     return record
 
 
-@task(help={"cloud": "only this cloud's"})
+@task(help={"cloud": "only this cloud's; and ask it for the project's made elsewhere"})
 def endpoints(c: Context, cloud: str = "") -> None:
-    """The endpoints deployed from here: where, on what, their state and price per hour."""
+    """The endpoints deployed from here (with --cloud, also the project's made elsewhere):
+    where, on what, their state and price per hour."""
     if cloud:
         _engine(cloud)  # a cloud deploy does not know: one line, exit 2
     rows = [["NAME", "CLOUD", "INSTANCE", "COUNT", "STATE", "USD/H", "RUN", "CREATED"]]
     total = 0.0
-    for record in common.all_records():
-        if cloud and record["cloud"] != cloud:
-            continue
+    records = [r for r in common.all_records() if not cloud or r["cloud"] == cloud]
+    for record in records:
         options = _settings_of(record)
         try:
             state = ENGINES[record["cloud"]].describe(options, record["name"], Commands())
@@ -178,11 +178,37 @@ def endpoints(c: Context, cloud: str = "") -> None:
         rows.append([record["name"], record["cloud"], record["instance"]["name"],
                      str(state["instances"]), state["state"], f"{hourly:.4f}", record["run"],
                      record["created"]])  # fmt: skip
+    recorded = {r["name"] for r in records}
+    elsewhere = _made_elsewhere(cloud, recorded)
+    for found in elsewhere or []:
+        each = common.price_of(cloud, found.instance)
+        hourly = (each or 0.0) * found.instances
+        total += hourly
+        price = f"{hourly:.4f}" if each is not None else "?"
+        rows.append([found.name, cloud, found.instance, str(found.instances), found.state,
+                     price, "(made elsewhere)", "-"])  # fmt: skip
     if len(rows) == 1:
-        print("no endpoints deployed from here (invoke deploy --run RUN --cloud=aws)")
+        asked = f" nor found on {cloud}" if elsewhere is not None else ""
+        asked = asked if cloud else " (--cloud=aws also asks AWS)"
+        print(f"no endpoints deployed from here{asked}: invoke deploy --run RUN --cloud=aws")
         return
     table(rows)
-    print(f"billed now: ${total:.4f}/h")
+    unknown = any(row[5] == "?" for row in rows)
+    more = ", and more: '?' is a price the catalog lacks" if unknown else ""
+    print(f"billed now: ${total:.4f}/h{more}")
+
+
+def _made_elsewhere(cloud: str, recorded: set[str]) -> list[common.Found] | None:
+    """The project's endpoints on `cloud` that no record here names; None where it was not
+    asked: without --cloud, or a cloud that cannot be asked (no CLI, not logged in: one line)."""
+    if not cloud:
+        return None
+    try:
+        found = ENGINES[cloud].labelled(settings.load(cloud, IMAGE), Commands())
+    except CloudError as error:
+        print(f"{cloud} not asked for the project's other endpoints: {error}", file=sys.stderr)
+        return None
+    return [f for f in found if f.name not in recorded]
 
 
 @task(

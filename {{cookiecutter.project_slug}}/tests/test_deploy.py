@@ -53,6 +53,21 @@ def names(moto: dict[str, str], kind: str) -> list[str]:
     return [item[field] for item in listed.get(key, [])]
 
 
+def foreign(moto: dict[str, str], name: str) -> None:
+    """An endpoint of another project, tagged as deploy tags its own."""
+    tags = json.dumps([{"Key": "invoke-project", "Value": "another-project"},
+                       {"Key": "invoke-endpoint", "Value": name}])  # fmt: skip
+    role = "arn:aws:iam::123456789012:role/theirs"
+    variant = [{"VariantName": "AllTraffic", "ModelName": name, "InstanceType": "ml.m5.xlarge",
+                "InitialInstanceCount": 1}]  # fmt: skip
+    aws(moto, "sagemaker", "create-model", "--model-name", name, "--execution-role-arn", role,
+        "--primary-container", json.dumps({"Image": IMAGE_REF}))  # fmt: skip
+    aws(moto, "sagemaker", "create-endpoint-config", "--endpoint-config-name", name,
+        "--production-variants", json.dumps(variant))  # fmt: skip
+    aws(moto, "sagemaker", "create-endpoint", "--endpoint-name", name, "--endpoint-config-name",
+        name, "--tags", tags)  # fmt: skip
+
+
 def nothing_left(moto: dict[str, str], name: str) -> None:
     """No model, endpoint config, endpoint or archive of endpoint `name`, and no record here."""
     for kind in ("model", "endpoint-config", "endpoint"):
@@ -121,6 +136,18 @@ def test_deploy_makes_the_endpoint_and_undeploy_leaves_nothing(
     row = next(line for line in listed.stdout.splitlines() if line.startswith(name))
     assert row.split()[1:6] == ["aws", "ml.g4dn.xlarge", "1", "serving", "0.7364"]
     assert "billed now: $0.7364/h" in listed.stdout
+
+    # Made elsewhere (its record is not here): found by its tags, beside another project's.
+    record = Path(moto["CLOUD_RUNS"]) / "endpoints" / f"{name}.json"
+    saved = record.read_text()
+    record.unlink()
+    foreign(moto, "theirs")
+    elsewhere = invoke_cli("endpoints", "--cloud=aws", env=moto)
+    record.write_text(saved)
+    assert elsewhere.returncode == 0, elsewhere.stderr
+    row = next(line for line in elsewhere.stdout.splitlines() if line.startswith(name))
+    assert row.split()[1:7] == ["aws", "ml.g4dn.xlarge", "1", "serving", "0.7364", "(made"]
+    assert "theirs" not in elsewhere.stdout
 
     inputs = tmp_path / "inputs.json"
     inputs.write_text(json.dumps({"instances": [[0.0] * 64]}))

@@ -94,6 +94,20 @@ def test_a_vertex_ai_deploy_serves_from_the_bucket_and_undeploy_leaves_nothing(
     listed = invoke_cli("endpoints", env=env)
     row = next(line for line in listed.stdout.splitlines() if line.startswith(name))
     assert row.split()[1:6] == ["gcp", "n1-standard-8+t4", "1", "serving", "0.7300"]
+    # Made elsewhere (no record here): found by its labels, beside another project's.
+    record = Path(env["CLOUD_RUNS"]) / "endpoints" / f"{name}.json"
+    saved = record.read_text()
+    record.unlink()
+    api.endpoints["theirs"] = {
+        "name": "projects/proj/locations/us-central1/endpoints/theirs",
+        "labels": {"invoke-project": "another", "invoke-endpoint": "x"},
+    }
+    elsewhere = invoke_cli("endpoints", "--cloud=gcp", env=env)
+    record.write_text(saved)
+    del api.endpoints["theirs"]
+    row = next(line for line in elsewhere.stdout.splitlines() if line.startswith(name))
+    assert row.split()[1:7] == ["gcp", "n1-standard-8+t4", "1", "serving", "0.7300", "(made"]
+    assert "theirs" not in elsewhere.stdout
 
     copied = artifacts.removeprefix("gs://")
     server = subprocess.Popen(
@@ -219,3 +233,38 @@ def test_an_azure_ml_deploy_writes_what_azure_ai_ml_loads(short_run: Path, tmp_p
                 "AZURE_CLIENT_ID": "<client id of the identity>"},
     }  # fmt: skip
     assert not list((tmp_path / "r" / "endpoints").glob("*.json")), "a dry run records nothing"
+
+
+# `az ml` as Azure ML lists a workspace's endpoints: the ml extension cannot be installed
+# offline, and Azure ML has no emulator (engines.md C3). What is checked is what we ask and how
+# we read the answer, not Azure's answer itself.
+AZ_ML_LISTING = """#!PYTHON
+import json, sys
+
+args = sys.argv[1:]
+if args[:3] == ["ml", "online-endpoint", "list"]:
+    ours = {"invoke-project": "PROJECT", "invoke-endpoint": "ours-1"}
+    theirs = {"invoke-project": "another", "invoke-endpoint": "theirs-1"}
+    print(json.dumps([dict(name="ours-1", tags=ours, provisioning_state="Succeeded"),
+                      dict(name="theirs-1", tags=theirs, provisioning_state="Succeeded")]))
+elif args[:3] == ["ml", "online-deployment", "list"]:
+    print(json.dumps([dict(name="main", instance_type="Standard_F4s_v2", instance_count=2)]))
+else:
+    sys.exit(2)
+"""
+
+
+def test_azure_endpoints_made_elsewhere_are_listed_by_their_tags(tmp_path: Path) -> None:
+    (tmp_path / "cloud.toml").write_text('[azure]\nresource_group = "ml"\nworkspace = "ws"\n')
+    stand_in = tmp_path / "bin" / "az"
+    stand_in.parent.mkdir()
+    stand_in.write_text(AZ_ML_LISTING.replace("PYTHON", sys.executable, 1).replace(
+        '"PROJECT"', json.dumps(PROJECT)))  # fmt: skip
+    stand_in.chmod(0o755)
+    env = project_env(CLOUD_SETTINGS=str(tmp_path / "cloud.toml"), CLOUD_RUNS=str(tmp_path / "r"))
+    env["PATH"] = f"{stand_in.parent}:{env['PATH']}"
+    done = invoke_cli("endpoints", "--cloud=azure", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    [row] = [line.split() for line in done.stdout.splitlines() if line.startswith("ours-1")]
+    assert row[1:7] == ["azure", "Standard_F4s_v2", "2", "serving", "0.3380", "(made"]
+    assert "theirs-1" not in done.stdout and "billed now: $0.3380/h" in done.stdout

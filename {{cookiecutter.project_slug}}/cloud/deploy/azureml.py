@@ -161,6 +161,24 @@ def describe(settings: dict[str, Any], name: str, cmd: Commands) -> dict[str, An
     return {"state": STATES.get(state, state.lower() or "unknown"), "instances": instances}
 
 
+def labelled(settings: dict[str, Any], cmd: Commands) -> list[common.Found]:
+    """The workspace's online endpoints tagged as the project's, however they were made."""
+    listed = cmd.run(_az_ml(settings, "online-endpoint", "list"), quiet=True)
+    found = []
+    for endpoint in json.loads(listed.stdout or "[]"):
+        if not common.ours(endpoint.get("tags") or {}, settings):
+            continue
+        name = endpoint["name"]
+        deployments = cmd.run(_az_ml(settings, "online-deployment", "list", "--endpoint-name",
+                                     name), check=False, quiet=True)  # fmt: skip
+        first = (json.loads(deployments.stdout or "[]") or [{}])[0]
+        state = endpoint.get("provisioning_state", "")
+        found.append(common.Found(name, first.get("instance_type", "?"),
+                                  first.get("instance_count", 0),
+                                  STATES.get(state, state.lower() or "unknown")))  # fmt: skip
+    return found
+
+
 def predict(settings: dict[str, Any], name: str, body_file: str, out_file: str,
             cmd: Commands) -> None:  # fmt: skip
     done = cmd.run(_az_ml(settings, "online-endpoint", "invoke", "--name", name,

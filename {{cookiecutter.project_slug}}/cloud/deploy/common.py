@@ -3,8 +3,9 @@
 made: outputs/cloud/endpoints/<name>.json.
 
 `invoke endpoints` lists the endpoints recorded here and asks each cloud for its state. Every
-resource deploy makes carries the project's labels (invoke-endpoint=<name>), so one whose
-record is gone can still be found in the cloud's console and taken down there.
+resource deploy makes carries the project's labels (invoke-project, invoke-endpoint=<name>):
+`invoke endpoints --cloud=C` also asks cloud C for the project's endpoints made elsewhere (a
+teammate's, or this machine's before its records were lost), each engine's `labelled`.
 """
 
 from __future__ import annotations
@@ -76,6 +77,44 @@ def endpoints_prefix(settings: dict[str, Any]) -> str:
     bucket named as such until ensure_bucket has found it)."""
     bucket = (settings.get("bucket") or "<the project's bucket>").rstrip("/")
     return f"{bucket}/{settings['project_name']}/endpoints/"
+
+
+@dataclass(frozen=True)
+class Found:
+    """An endpoint a cloud lists with the project's labels."""
+
+    name: str
+    instance: str  # the catalog's name for it where the catalog has it, else the cloud's type
+    instances: int
+    state: str
+
+
+def ours(labels: dict[str, str], settings: dict[str, Any]) -> bool:
+    """Whether a resource's labels (tags) are those deploy gives the project's endpoints."""
+    project = label_value(settings.get("project_name", ""))
+    return labels.get(f"{LABEL_PREFIX}-project") == project and f"{LABEL_PREFIX}-endpoint" in labels
+
+
+def price_of(cloud: str, name: str) -> float | None:
+    """USD/hour of one instance `name` of the cloud's endpoints; None where the catalog has none."""
+    row = catalog()[cloud]["instances"].get(name)
+    return float(row["usd_per_hour"]) if row else None
+
+
+def catalog_name(cloud: str, machine: str, accelerator: str = "") -> str:
+    """The catalog's name of the instance with that machine (and accelerator: NVIDIA_TESLA_T4
+    as Vertex AI answers it, nvidia-tesla-t4 as gcloud takes it); the machine's own name where
+    the catalog has none."""
+
+    def plain(text: str) -> str:
+        return text.lower().replace("_", "-")
+
+    for name, row in catalog()[cloud]["instances"].items():
+        if row.get("machine", name) == machine and plain(row.get("accelerator", "")) == plain(
+            accelerator
+        ):
+            return name
+    return machine
 
 
 def check_rate(rate: str) -> float:

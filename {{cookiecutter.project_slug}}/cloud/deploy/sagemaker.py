@@ -223,6 +223,26 @@ def describe(settings: dict[str, Any], name: str, cmd: Commands) -> dict[str, An
             "instances": variants[0].get("CurrentInstanceCount", 0)}  # fmt: skip
 
 
+def labelled(settings: dict[str, Any], cmd: Commands) -> list[common.Found]:
+    """The region's endpoints tagged as the project's, however they were made."""
+    listed = cmd.run(aws_account.aws_cli(settings, "sagemaker", "list-endpoints"), quiet=True)
+    found = []
+    for item in json.loads(listed.stdout or "{}").get("Endpoints", []):
+        asked = ["sagemaker", "list-tags", "--resource-arn", item["EndpointArn"]]
+        tags = json.loads(cmd.run(aws_account.aws_cli(settings, *asked), quiet=True).stdout)
+        if not common.ours({t["Key"]: t["Value"] for t in tags.get("Tags", [])}, settings):
+            continue
+        name = item["EndpointName"]
+        state = describe(settings, name, cmd)
+        config = cmd.run(aws_account.aws_cli(settings, "sagemaker", "describe-endpoint-config",
+                                             "--endpoint-config-name", name), check=False,
+                         quiet=True)  # fmt: skip
+        variants = json.loads(config.stdout or "{}").get("ProductionVariants") or [{}]
+        found.append(common.Found(name, variants[0].get("InstanceType", "?"),
+                                  state["instances"], state["state"]))  # fmt: skip
+    return found
+
+
 def predict(settings: dict[str, Any], name: str, body_file: str, out_file: str,
             cmd: Commands) -> None:  # fmt: skip
     """POST the file's JSON to the endpoint (its /invocations); the answer lands in out_file."""

@@ -143,6 +143,25 @@ def describe(settings: dict[str, Any], name: str, cmd: Commands) -> dict[str, An
     return {"state": "serving", "instances": replicas}
 
 
+def labelled(settings: dict[str, Any], cmd: Commands) -> list[common.Found]:
+    """The region's endpoints labelled as the project's, however they were made."""
+    gcp.need_project(settings)
+    listed = cmd.run(_gcloud(settings, "endpoints", "list"), quiet=True)
+    found = []
+    for endpoint in json.loads(listed.stdout or "[]"):
+        if not common.ours(endpoint.get("labels") or {}, settings):
+            continue
+        deployed = endpoint.get("deployedModels") or []
+        resources = deployed[0].get("dedicatedResources", {}) if deployed else {}
+        spec = resources.get("machineSpec", {})
+        instance = common.catalog_name("gcp", spec.get("machineType", "?"),
+                                       spec.get("acceleratorType", ""))  # fmt: skip
+        state = "serving" if deployed else "no model deployed"
+        found.append(common.Found(endpoint["name"].rsplit("/", 1)[-1], instance,
+                                  resources.get("minReplicaCount", 0), state))  # fmt: skip
+    return found
+
+
 def predict(settings: dict[str, Any], name: str, body_file: str, out_file: str,
             cmd: Commands) -> None:  # fmt: skip
     done = cmd.run(_gcloud(settings, "endpoints", "predict", name, f"--json-request={body_file}"))
