@@ -97,7 +97,7 @@ class Sampler:
             if self._copied.get(path.name) != len(data):
                 try:
                     buckets.put(self.sampling.uri, path.name, data, timeout)
-                except OSError as error:
+                except (OSError, ValueError, KeyError) as error:  # no bucket; a bad token answer
                     log.warning("samples: %s not copied to %s (tried again later): %s",
                                 path.name, self.sampling.uri, error)  # fmt: skip
                     continue
