@@ -148,13 +148,15 @@ def _settings_of(record: dict[str, Any]) -> dict[str, Any]:
     return {**options, "region": record["region"], "bucket": record.get("bucket", "")}
 
 
-def _record(name: str | None, usage: str) -> dict[str, Any]:
+def _record(name: str | None, usage: str, elsewhere: str = "") -> dict[str, Any]:
+    """The record of endpoint `name`; Exit naming those made here (and `elsewhere`: how to
+    reach one made elsewhere) where there is none."""
     known = ", ".join(r["name"] for r in common.all_records()) or "none yet"
     if not name:
         raise Exit(f"error: {usage} (endpoints made here: {known})", 2)
     record = common.load(name)
     if record is None:
-        raise Exit(f"error: no endpoint {name!r} made here (made here: {known})", 2)
+        raise Exit(f"error: no endpoint {name!r} made here (made here: {known}){elsewhere}", 2)
     return record
 
 
@@ -240,15 +242,25 @@ def predict(c: Context, endpoint: str = "", file: str | None = None) -> None:
 
 
 @task(
-    help={"name": "the endpoint (invoke endpoints)", "dry_run": "print the commands only"},
+    help={
+        "name": "the endpoint (invoke endpoints)",
+        "cloud": "where, for one made elsewhere (invoke endpoints --cloud lists them)",
+        "dry_run": "print the commands only",
+    },
     positional=["name"],
 )
-def undeploy(c: Context, name: str | None = None, dry_run: bool = False) -> None:
+def undeploy(c: Context, name: str | None = None, cloud: str = "", dry_run: bool = False) -> None:
     """Delete an endpoint and all deploy made for it (config, model, scaling, archive): invoke
-    undeploy NAME."""
-    record = _record(name, "invoke undeploy needs the endpoint's NAME")
-    engine, cmd, made = ENGINES[record["cloud"]], Commands(dry_run=dry_run), record["name"]
-    options = _settings_of(record)
+    undeploy NAME (--cloud=C for one of the project's made elsewhere)."""
+    cmd = Commands(dry_run=dry_run)
+    if name and cloud and common.load(name) is None:
+        engine, options = _engine(cloud), _made_elsewhere_settings(cloud, name, cmd)
+        record: dict[str, Any] = {"name": name}
+    else:
+        record = _record(name, "invoke undeploy needs the endpoint's NAME",
+                         "; --cloud=C undeploys one of the project's made elsewhere")  # fmt: skip
+        engine, options = ENGINES[record["cloud"]], _settings_of(record)
+    made = record["name"]
     try:
         engine.remove(options, made, engine.PARTS, cmd)
     except CloudError as error:
@@ -259,3 +271,20 @@ def undeploy(c: Context, name: str | None = None, dry_run: bool = False) -> None
         if record.get("sample_rate"):
             kept = engine.samples_uri(options, made)
             print(f"its sampled predictions stay in {kept} (storage is billed per GB-month)")
+
+
+def _made_elsewhere_settings(cloud: str, name: str, cmd: Commands) -> dict[str, Any]:
+    """The cloud settings to undeploy `name`, an endpoint with no record here, once the cloud
+    lists it as the project's (Exit naming the project's endpoints there otherwise)."""
+    options = settings.load(cloud, IMAGE)
+    try:
+        found = [f.name for f in ENGINES[cloud].labelled(options, Commands())]
+        if name not in found:
+            theirs = ", ".join(found) or "none"
+            raise Exit(f"error: no endpoint {name!r} of this project on {cloud} (its endpoints "
+                       f"there: {theirs})", 2)  # fmt: skip
+        if ENGINES[cloud].BUCKET:  # where its model's copy is
+            options["bucket"] = PROVIDERS[cloud].ensure_bucket(options, cmd)
+    except CloudError as error:
+        raise Exit(f"error: {error}", 1) from None
+    return options

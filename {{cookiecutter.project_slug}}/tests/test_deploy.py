@@ -148,6 +148,13 @@ def test_deploy_makes_the_endpoint_and_undeploy_leaves_nothing(
     row = next(line for line in elsewhere.stdout.splitlines() if line.startswith(name))
     assert row.split()[1:7] == ["aws", "ml.g4dn.xlarge", "1", "serving", "0.7364", "(made"]
     assert "theirs" not in elsewhere.stdout
+    refused = invoke_cli("undeploy", "theirs", "--cloud=aws", env=moto)
+    assert refused.returncode == 2 and "theirs" in names(moto, "endpoint")
+    assert refused.stderr.strip() == (
+        f"error: no endpoint 'theirs' of this project on aws (its endpoints there: {name})"
+    )
+    for kind in ("endpoint", "endpoint-config", "model"):  # the module's moto is shared
+        aws(moto, "sagemaker", f"delete-{kind}", f"--{kind}-name", "theirs")
 
     inputs = tmp_path / "inputs.json"
     inputs.write_text(json.dumps({"instances": [[0.0] * 64]}))
