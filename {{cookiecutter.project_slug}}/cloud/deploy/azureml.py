@@ -61,9 +61,9 @@ def upload(settings: dict[str, Any], name: str, folder: str, cmd: Commands) -> N
 
 def samples_uri(settings: dict[str, Any], name: str) -> str:
     """The blob URL of <bucket>/<project>/endpoints/<name>/samples, which the server writes."""
-    path = common.endpoints_prefix(settings).removeprefix("az://")
+    path = common.samples_uri(settings, name).removeprefix("az://")
     account = settings.get("storage_account") or "<storage_account>"
-    return f"https://{account}.blob.core.windows.net/{path}{name}/samples"
+    return f"https://{account}.blob.core.windows.net/{path}"
 
 
 def _client_id(settings: dict[str, Any], cmd: Commands) -> str:

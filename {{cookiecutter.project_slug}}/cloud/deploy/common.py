@@ -79,6 +79,12 @@ def endpoints_prefix(settings: dict[str, Any]) -> str:
     return f"{bucket}/{settings['project_name']}/endpoints/"
 
 
+def samples_uri(settings: dict[str, Any], name: str) -> str:
+    """Where endpoint `name`'s sampled predictions go: <bucket>/<project>/endpoints/<name>/samples
+    (Azure ML names the same place by its blob URL)."""
+    return f"{endpoints_prefix(settings)}{name}/samples"
+
+
 @dataclass(frozen=True)
 class Found:
     """An endpoint a cloud lists with the project's labels."""

@@ -50,10 +50,9 @@ def archive_uri(settings: dict[str, Any], name: str) -> str:
     return f"{common.endpoints_prefix(settings)}{name}/model.tar.gz"
 
 
-def samples_uri(settings: dict[str, Any], name: str) -> str:
-    """Where Data Capture writes: SageMaker's own sampling of an endpoint's answers (and
-    inputs), as JSON lines; the server's own sampler stays off."""
-    return f"{common.endpoints_prefix(settings)}{name}/samples"
+# Where Data Capture writes: SageMaker's own sampling of an endpoint's answers (and inputs), as
+# JSON lines; the server's own sampler stays off.
+samples_uri = common.samples_uri
 
 
 def _capture(deployment: Deployment) -> list[str]:

@@ -42,8 +42,7 @@ def archive_uri(settings: dict[str, Any], name: str) -> str:
     return f"{common.endpoints_prefix(settings)}{name}/model"
 
 
-def samples_uri(settings: dict[str, Any], name: str) -> str:
-    return f"{common.endpoints_prefix(settings)}{name}/samples"
+samples_uri = common.samples_uri  # where the server writes its samples
 
 
 def _sampling(deployment: Deployment, cmd: Commands) -> tuple[list[str], list[str]]:
