@@ -22,6 +22,11 @@ from template_tools.variants import Variant
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
+# What this session starts trains side by side on the machine's cores (the projects' suites,
+# the demo, the Docker tests' containers): OpenMP threads that spin while they wait would take
+# the cores the others need (the projects' tests/conftest.py has the numbers).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent
 PROJECT_TEMPLATE = "{{cookiecutter.project_slug}}"
 VARIANTS = variants(TEMPLATE_DIR)

@@ -47,6 +47,7 @@ def measured(
         f"hydra.run.dir={scaling.RUN}", "trainer.device=cpu", f"trainer.max_epochs={args.epochs}",
         "trainer.limit_eval_batches=1", "test=false", "logger=jsonl", "monitoring=none",
         "callbacks.early_stopping=null", *MODEL,
+        *([f"trainer.limit_train_batches={args.steps}"] if args.steps else []),
     ]  # fmt: skip
     pinned = [f"{name}={value}" for name, value in framework.thread_env(threads).items()]
     command = ["env", *pinned, "python", "-m", f"{scaling.PACKAGE}.launch", *overrides]
@@ -80,7 +81,8 @@ def profiled(args: argparse.Namespace) -> model.Profile:
         return profiling.finished(started)
 
     overrides = [f"trainer.max_epochs={args.epochs}", *MODEL]
-    return profiling.profile(overrides, [1, 2], in_image, "/tmp/profile", args.repeats)
+    quick = {"limit": args.steps, "timed_steps": 2 * args.steps} if args.steps else {}
+    return profiling.profile(overrides, [1, 2], in_image, "/tmp/profile", args.repeats, **quick)
 
 
 def main() -> None:
@@ -89,6 +91,11 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=11, help="1 of warm-up, the rest timed")
     parser.add_argument("--rounds", type=int, default=3, help="runs of each case (median)")
     parser.add_argument("--repeats", type=int, default=3, help="of each profile run (median)")
+    parser.add_argument(
+        "--steps", type=int, default=0,
+        help="batches an epoch, at most, in every run (the profile's too): a quick look, "
+        "too few steps to time well (default: whole epochs, and the profile's own)",
+    )  # fmt: skip
     args = parser.parse_args()
     args.gpus = 0  # scaling.nodes_run's: CPU containers
     with tempfile.TemporaryDirectory() as folder:

@@ -129,15 +129,15 @@ def _bad_command_line(overrides: list[str], said: str) -> str:
 
 def timed_run(
     overrides: list[str], threads: int, batch: int, epochs: int, run_dir: str, run: Runner = here,
-    processes: int = 1,
+    processes: int = 1, limit: int = LIMIT,
 ) -> tuple[float, str]:  # fmt: skip
-    """Train `epochs` short epochs at `threads` threads and `batch` (in `processes` data-parallel
-    processes of this machine): the seconds an optimizer step takes (the run's
-    train_steps_per_second, the first process's), and the first process's log."""
+    """Train `epochs` short epochs (of `limit` batches at most) at `threads` threads and `batch`
+    (in `processes` data-parallel processes of this machine): the seconds an optimizer step takes
+    (the run's train_steps_per_second, the first process's), and the first process's log."""
     kept = [o for o in overrides if _key(o) not in PROFILE_KEYS]
     settings = [
         f"hydra.run.dir={run_dir}", "trainer.device=cpu", f"trainer.max_epochs={epochs}",
-        f"trainer.limit_train_batches={LIMIT}", "trainer.limit_eval_batches=1", "test=false",
+        f"trainer.limit_train_batches={limit}", "trainer.limit_eval_batches=1", "test=false",
         "logger=jsonl", "monitoring=none", "callbacks.early_stopping=null",
         f"data.batch_size={batch}",
     ]  # fmt: skip
@@ -166,11 +166,14 @@ def profile(
     run_root: str = "",
     repeats: int = 1,
     config: dict[str, Any] | None = None,
+    limit: int = LIMIT,
+    timed_steps: int = TIMED_STEPS,
 ) -> model.Profile:
     """Time the run at each of `threads`, at half its batch on one thread, and as two
     data-parallel processes of a thread each, the median of `repeats` runs each (`run` runs the
     trainer, its run folders under `run_root`: a temporary folder here by default; `config`:
-    run_config's, where it was read already)."""
+    run_config's, where it was read already; `limit` batches an epoch and `timed_steps` after
+    the first: fewer for a quick look, as the tests take one)."""
     config = config or run_config(overrides, run)
     data, trainer = config["data"], config["trainer"]
     batch = int(data["batch_size"])
@@ -179,19 +182,20 @@ def profile(
     with tempfile.TemporaryDirectory() as scratch:
         root = run_root or scratch
         epochs = 3
-        first, log = timed_run(overrides, 1, batch, epochs, f"{root}/calibrate", run)
+        first, log = timed_run(overrides, 1, batch, epochs, f"{root}/calibrate", run, 1, limit)
         found, params = DATA_LINE.search(log), MODEL_LINE.search(log)
         if not found or not params:
             raise Exit("error: the profile run's log has no data or model line", 1)
-        batches = min(LIMIT, math.ceil(int(found[1]) / batch))
-        timed = max(epochs, 1 + math.ceil(TIMED_STEPS / batches))
+        batches = min(limit, math.ceil(int(found[1]) / batch))
+        timed = max(epochs, 1 + math.ceil(timed_steps / batches))
 
         def median_step(count: int, size: int, name: str, processes: int = 1) -> float:
             reuse = (count, size, processes) == (1, batch, 1) and timed == epochs
             times = [first] if reuse else []  # the first run timed enough steps already
             while len(times) < repeats:
                 folder = f"{root}/{name}-{len(times)}"
-                times.append(timed_run(overrides, count, size, timed, folder, run, processes)[0])
+                step, _ = timed_run(overrides, count, size, timed, folder, run, processes, limit)
+                times.append(step)
             return statistics.median(times)
 
         step_s = {count: median_step(count, batch, f"threads-{count}") for count in threads}
