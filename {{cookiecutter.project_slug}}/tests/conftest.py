@@ -23,7 +23,7 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 # there are more OpenMP threads than cores. An OpenMP thread spins while it waits for the
 # others, taking the core the thread it waits for needs: 4 short trainings at once took 22 s
 # here, 7 s with waiting threads asleep. Alone on a machine spinning is faster (2x on the small
-# MLP), so only the tests set this, before anything imports torch; the trainer does not.
+# MLP), so only the tests set this, before the framework is imported; the trainer does not.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
