@@ -433,7 +433,7 @@ def test_the_cpu_scaling_benchmark_measures_threads_and_nodes_beside_the_estimat
     script = projects[framework] / "benchmarks" / "cpu_scaling.py"
     done = subprocess.run(
         [sys.executable, str(script), "--image", images[framework], "--rounds=1", "--repeats=1",
-         "--epochs=2", "--steps=8"],
+         "--epochs=2", "--steps=8", "--batch=64"],
         env={**os.environ, "DOCKER": CLIENT}, capture_output=True, text=True, timeout=900,
         cwd=projects[framework],
     )  # fmt: skip
