@@ -72,6 +72,7 @@ cloud/providers/gcp_quota.py
 cloud/providers/local.py
 cloud/runs.py
 cloud/settings.py
+cloud/summary.py
 cloud/vm/__init__.py
 cloud/vm/exporters.json
 cloud/vm/exporters.py
@@ -197,6 +198,7 @@ tasks/framework.py
 tasks/gpu_check.py
 tasks/image.py
 tasks/loopback.py
+tasks/machine_flags.py
 tasks/managed.py
 tasks/monitor.py
 tasks/offers.py

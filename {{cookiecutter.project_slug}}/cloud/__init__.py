@@ -6,6 +6,7 @@ imported by src/.
     machines.json machines.py the CPU machines, their prices and CPUs; --cpus, --machine lookups
     cloud.toml settings.py    where runs go (project, region, bucket, identity) beside the CLIs'
     plan.py                   one run, the same for every cloud: machine, image@digest, caps
+    summary.py                a plan in words: the rows shown before anything is paid for
     runs.py commands.py       runs this machine started; running the CLIs, and their errors
     providers/                each cloud through its own CLI (aws, gcp, azure; local: this
                               machine's Docker): registry, bucket, identity, a VM

@@ -1,12 +1,12 @@
 """The plan of a cloud run, the same for every cloud: what runs where, at what price, for how
-long. tasks/cloud.py makes one; aws.py, gcp.py, azure.py and local.py turn it into commands."""
+long. tasks/remote_plan.py makes one, summary.py says it in words, and providers/ (one VM) or
+jobs/ (a training service's job) turn it into commands."""
 
 from __future__ import annotations
 
 import datetime
 import re
 import secrets
-import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,6 +75,9 @@ class Plan:
     worst_node_price: float | None = None  # a job node's highest rate (on-demand), or None
     needs: list[str] = field(default_factory=list)  # a dry run's: what a real run needs first
     launched: str = ""  # ISO time, UTC, of this launch (a relaunch gets --max-hours anew)
+    # --cloud=any: the catalog's machine on each cloud it could run on (SkyPilot picks among
+    # every cloud it has enabled); `cloud` then holds only the image and the outputs.
+    anywhere: tuple[Offer, ...] = ()
 
     @property
     def secret_names(self) -> str:
@@ -145,101 +148,6 @@ class Plan:
             f"{LABEL_PREFIX}-creator": label_value(self.user) or "unknown",
             f"{LABEL_PREFIX}-deadline": f"{self.deadline_time:%Y%m%d-%H%M%S}z",  # UTC
         }
-
-    def summary(self) -> list[tuple[str, str]]:
-        """What a person checks before paying: the table `invoke train --cloud` shows."""
-        offer = self.offer
-        rows = [("run", self.run_id), ("cloud", f"{self.cloud} {self.region} {self.zone}".strip())]
-        if offer is not None:
-            rows += [
-                ("machine", f"{offer.machine} ({offer.vcpus} vCPUs, {offer.memory_gib} GiB)"),
-                _processor_row(offer, self.spot),
-                *([("nodes", f"{self.nodes} machines like it")] if self.nodes > 1 else []),
-                *([("between nodes", _efa_words(offer))] if self._efa_matters() else []),
-                *([("engine", ENGINES[self.backend, self.cloud])] if self.is_job else []),
-                (
-                    "price",
-                    f"${self.price:.3f}/h, estimated ({self.price_note or offer.source})"
-                    if self.price is not None
-                    else "unknown: the catalog has no spot price",
-                ),
-                ("cost cap", _cap_words(self)),
-            ]
-        rows += [
-            ("image", self.image),
-            ("outputs", self.bucket),
-            self._limit(),
-            ("command", shlex.join(self.container)),
-        ]
-        return rows
-
-    def _efa_matters(self) -> bool:
-        return self.nodes > 1 and self.offer is not None and "EFA" in self.offer.network
-
-    def _limit(self) -> tuple[str, str]:
-        """The summary's row for what ends the run, and who enforces it."""
-        if self.backend == "skypilot":  # no limit of SkyPilot's: the task's own timeout
-            return ("deadline", f"{self.deadline} (the task stops itself then)")
-        if self.is_job:
-            return ("time limit", f"{self.max_hours:g} h of running, then the service stops it")
-        return ("deadline", f"{self.deadline} (the machine deletes itself; {self._cloud_cap()})")
-
-    def _cloud_cap(self) -> str:
-        """What ends the VM at its deadline if its own script cannot (cloud/providers/*.py)."""
-        if self.cloud == "azure" and self.max_hours >= 24:
-            return "no cloud cap past 24 h on Azure: the VM's watchdog only"
-        return CLOUD_CAPS.get(self.cloud, "no cloud cap")
-
-
-def _processor_row(offer: Offer, spot: bool) -> tuple[str, str]:
-    """The summary's GPU row, or a CPU machine's CPU row (its threads: the physical cores)."""
-    spot_words = ", spot" if spot else ""
-    if offer.is_cpu:
-        return ("CPU", f"{offer.cpu}; {offer.cores} cores, a trainer thread each{spot_words}")
-    return ("GPU", f"{offer.count} x {offer.gpu}{spot_words}")
-
-
-def _efa_words(offer: Offer) -> str:
-    return (
-        f"{offer.network} on {offer.machine}, but NCCL reaches EFA only through AWS's "
-        "aws-ofi-nccl plugin, which this project's images lack: the nodes talk over TCP "
-        "(README: Several machines)"
-    )
-
-
-def _cap_words(plan: Plan) -> str:
-    """The cost cap as the summary says it: the sum, how it is made, and what it leaves out."""
-    if plan.cost_cap is None or plan.worst_price is None:
-        return f"--max-hours {plan.max_hours:g}; the price is unknown"
-    flags = [f"--max-hours {plan.max_hours:g}"]
-    sum_ = f"{plan.max_hours:g} h x ${plan.worst_price:.3f}/h"
-    if plan.attempts > 1:
-        sum_ += f" x {plan.attempts} launches"
-        flags.append(f"--retries {plan.attempts - 1}")
-    words = [f"${plan.cost_cap:.2f} at most: {sum_} ({', '.join(flags)})"]
-    if plan.spot:
-        words.append("a spot hour bills at most the on-demand rate")
-    if plan.backend == "skypilot":
-        words.append(f"not counted: each node's {DISK_GB} GB disk, and SkyPilot's jobs controller")
-    elif not plan.is_job:
-        words.append(f"not counted: the {DISK_GB} GB disk while the machine exists")
-    return "; ".join(words)
-
-
-CLOUD_CAPS = {
-    "aws": "the cloud's cap: a scheduled terminate",
-    "gcp": "the cloud's cap: --max-run-duration",
-    "azure": "the cloud's cap: an auto-shutdown (deallocate)",
-}
-
-ENGINES = {
-    ("managed", "aws"): "SageMaker training job",
-    ("managed", "gcp"): "Vertex AI custom job",
-    ("managed", "azure"): "Azure ML command job (serverless compute)",
-    **{
-        ("skypilot", cloud): f"SkyPilot managed job on {cloud}" for cloud in ("aws", "gcp", "azure")
-    },
-}
 
 
 def check_nodes(backend: str, nodes: str | int) -> int:

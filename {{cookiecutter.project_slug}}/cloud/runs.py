@@ -42,6 +42,7 @@ def save(plan: Plan, ids: dict[str, Any]) -> Path:
         "container": plan.container,
         "monitor": plan.monitor,
         "gpus": plan.offer.count if plan.offer else 0,
+        **({"anywhere": True} if plan.anywhere else {}),  # --cloud=any: `cloud` is the home
         **ids,
     }
     path = folder(plan.run_id) / "run.json"
@@ -82,6 +83,8 @@ def _machine_words(plan: Plan) -> str:
     """What `invoke status` shows in its GPU column: `1 x t4`, or a CPU machine's vCPUs."""
     if plan.offer is None:
         return "-"
+    if plan.offer.is_cpu and plan.anywhere:
+        return f"{min(o.vcpus for o in plan.anywhere)}+ vCPUs"
     if plan.offer.is_cpu:
         return f"{plan.offer.vcpus} vCPUs ({plan.offer.machine})"
     return f"{plan.offer.count} x {plan.offer.gpu}"

@@ -95,6 +95,19 @@ def _network(cloud: str, given: dict[str, Any], prefix: str) -> dict[str, Any]:
     return {"subnet": subnet, "public_ip": public}
 
 
+def skypilot_home(default: str) -> str:
+    """Where a --cloud=any run keeps its image and outputs (cloud.toml's [skypilot] home, else
+    `default`): SkyPilot picks where it runs, but the registry and the bucket are one cloud's."""
+    table = tomllib.loads(SETTINGS.read_text(encoding="utf-8")) if SETTINGS.exists() else {}
+    home = table.get("skypilot", {}).get("home", default)
+    if home not in DEFAULT_REGION:
+        raise CloudError(
+            f"cloud.toml [skypilot] home = {home!r}: choose the cloud whose registry and bucket "
+            f"a --cloud=any run uses: {', '.join(DEFAULT_REGION)}"
+        )
+    return str(home)
+
+
 def load(cloud: str, project: str) -> dict[str, Any]:
     """The settings of `cloud` for the project named `project` (its slug)."""
     table = tomllib.loads(SETTINGS.read_text(encoding="utf-8")) if SETTINGS.exists() else {}

@@ -8,9 +8,9 @@ happen in the processes they start.
     serving.py  serve: an exported model here, or in the serving image on Docker
     dev.py      test, lint, format
     image.py    the training image: build, push (to a cloud's registry too), run, shell, lock
-    remote_plan.py remote_run.py
+    remote_plan.py remote_run.py machine_flags.py
                 invoke train --cloud=...: the plan, its price and the question; the VM or job
-                started and followed (cloud/ does the work)
+                started and followed (cloud/ does the work); the machine the flags choose
     remote.py   the cloud runs: status, logs, stop
     offers.py   what they can run on: machines (CPU and GPU), gpus
     estimate.py profiling.py loopback.py

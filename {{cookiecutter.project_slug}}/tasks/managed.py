@@ -79,7 +79,7 @@ def status_row(record: dict[str, Any], settings: dict[str, Any]) -> list[str]:
     cost = f"${hours * price:.2f} billed" if hours is not None else f"${uptime * price:.2f} at most"
     return [
         record["run"],
-        f"{record['cloud']} {record['backend']}",
+        f"{'any' if record.get('anywhere') else record['cloud']} {record['backend']}",
         f"{nodes} x {record.get('gpu', '?')}",
         shown,
         f"{uptime:.2f} h",

@@ -13,16 +13,17 @@ from typing import Any
 
 from invoke import Context, Exit
 
-from cloud import CLIS, PROVIDERS, catalog, machines, settings
+from cloud import CLIS, PROVIDERS, catalog, settings, summary
 from cloud.commands import INSTALL, CloudError, Commands
-from cloud.jobs import engines
+from cloud.jobs import engines, skypilot
 from cloud.jobs.common import launcher
 from cloud.plan import Plan, PlanError, check_max_hours, check_nodes, check_run_id, new_run_id
 from cloud.vm import exporters
 
 from . import framework
 from .image import push_to
-from .project import DEFAULT_GPU, DEFAULT_LOGGER, IMAGE, LOGGER_KEYS, PACKAGE
+from .machine_flags import ANYWHERE, anywhere_offers, check_anywhere, choose_machine
+from .project import DEFAULT_CLOUD, DEFAULT_LOGGER, IMAGE, LOGGER_KEYS, PACKAGE
 
 # The run's folder in the container; its outputs go to the bucket.
 RUN_DIR = "/workspace/outputs/run"
@@ -58,12 +59,24 @@ def plan_run(
     machine: str = "",
 ) -> Plan:
     """Check every flag against the catalog and settings, then make the run's plan."""
+    anywhere: tuple[catalog.Offer, ...] = ()
+    if cloud == ANYWHERE:
+        check_anywhere(backend, region, zone, machine)
+        cloud = settings.skypilot_home(DEFAULT_CLOUD)  # where the image and outputs live
+        anywhere = anywhere_offers(gpu, cpus, memory, spot, backend)
     if cloud not in PROVIDERS:
-        raise PlanError(f"--cloud {cloud!r}: choose one of {', '.join(PROVIDERS)}")
+        raise PlanError(
+            f"--cloud {cloud!r}: choose one of {', '.join(PROVIDERS)}, or {ANYWHERE} (with "
+            "--backend=skypilot: SkyPilot picks the cloud)"
+        )
     node_count = check_nodes(backend, nodes)
     engine = engines.engine(backend, cloud) if backend != "vm" else None
     hours = check_max_hours(max_hours)
-    offer = choose_machine(cloud, gpu, cpus, memory, machine, spot, backend)
+    offer = (
+        max(anywhere, key=lambda each: each.on_demand)
+        if anywhere
+        else choose_machine(cloud, gpu, cpus, memory, machine, spot, backend)
+    )
     if image_ref and "@sha256:" not in image_ref and not image_ref.startswith("sha256:"):
         raise PlanError(
             f"--image {image_ref}: give it by digest (repo@sha256:...), never a moving tag"
@@ -86,8 +99,13 @@ def plan_run(
     bucket = f"{options['bucket']}/{IMAGE}/{run_id}"
     if engine is not None:  # each node runs the launcher; the service keeps the run folder
         container = launcher(PACKAGE, engine.run_dir(bucket), overrides)
-        node_price, price_note = catalog.job_price(backend, offer, spot)  # type: ignore[arg-type]
-        worst_node, _ = catalog.job_price(backend, offer, False)  # type: ignore[arg-type]
+        node_price: float | None
+        if anywhere:  # the most a node can cost an hour, wherever SkyPilot starts it
+            node_price, price_note = skypilot.bound(anywhere, spot)
+            worst_node: float | None = node_price
+        else:
+            node_price, price_note = catalog.job_price(backend, offer, spot)  # type: ignore[arg-type]
+            worst_node, _ = catalog.job_price(backend, offer, False)  # type: ignore[arg-type]
     else:
         if cloud == "aws":
             PROVIDERS[cloud].ensure_identity(options, cmd)
@@ -120,6 +138,7 @@ def plan_run(
         worst_node_price=worst_node,
         needs=needs,
         monitor=monitor,
+        anywhere=anywhere,
     )
     if cloud == "gcp" and backend in ("vm", "managed"):  # the project's own, not the default
         plan.settings["service_account"] = PROVIDERS["gcp"].ensure_identity(
@@ -128,42 +147,6 @@ def plan_run(
     if engine is not None:
         engine.check(plan)
     return plan
-
-
-def choose_machine(
-    cloud: str, gpu: str, cpus: str, memory: str, machine: str, spot: bool, backend: str = "vm"
-) -> catalog.Offer | None:
-    """The machine of --gpu NAME[:COUNT], of --cpus N [--memory GB] (the cheapest that fits and
-    that `backend` runs on) or of --machine TYPE: one of the three, --gpu's default when none;
-    None for --cloud=local."""
-    flags = {"gpu": gpu, "cpus": cpus, "memory": memory, "machine": machine}
-    given = [f"--{flag}" for flag, value in flags.items() if value]
-    if (gpu or machine) and len(given) > 1:
-        raise PlanError(
-            f"{' with '.join(given)}: choose the machine one way: --gpu NAME[:COUNT], --cpus N "
-            "[--memory GB] or --machine TYPE (invoke machines lists them)"
-        )
-    if cloud == "local":
-        if cpus or memory or machine:
-            raise PlanError(f"{given[0]}: picks a cloud machine; --cloud=local runs on this one")
-        catalog.parse_gpu(gpu or DEFAULT_GPU)
-        return None
-    if machine:
-        offer = machines.named(cloud, machine)
-    elif cpus or memory:
-        least = machines.whole("--cpus", cpus) if cpus else 1
-        least_memory = machines.whole("--memory", memory) if memory else 0
-        offer = machines.cpu_offer(cloud, least, least_memory, spot, backend)
-    else:
-        offer = catalog.offer(cloud, *catalog.parse_gpu(gpu or DEFAULT_GPU))
-    if not offer.is_cpu:
-        catalog.check_runs(offer)
-    if spot and offer.spot is None:
-        raise PlanError(
-            f"--spot: the catalog has no spot price for {offer.machine} on {cloud} "
-            "(not offered as spot there): drop --spot, or choose another machine"
-        )
-    return offer
 
 
 # The states of a machine on its way out, as the providers' runs() list them.
@@ -248,12 +231,13 @@ def show(plan: Plan, cmd: Commands, estimate: str = "") -> None:
         if live is not None:
             print(f"live spot price of {plan.offer.machine} in {plan.region}: ${live:.4f}/h")  # type: ignore[union-attr]
     stays = PROVIDERS[plan.cloud].lasting(plan.bucket, plan.settings, plan.backend)
+    notes = skypilot.notes(plan) if plan.backend == "skypilot" else []
     if plan.backend == "skypilot":
         stays.append("SkyPilot's jobs controller, a small on-demand CPU VM SkyPilot keeps for its "
                      "managed jobs: billed while it runs, not in the cap above (sky status "
                      "lists it)")  # fmt: skip
     estimated = [("estimate", estimate)] if estimate else []
-    rows = [*plan.summary(), *estimated, *(("stays after it", what) for what in stays)]
+    rows = [*summary.rows(plan), *notes, *estimated, *(("stays after it", what) for what in stays)]
     width = max(len(key) for key, _ in rows)
     for key, value in rows:
         print(f"  {key:<{width}}  {value}")

@@ -185,7 +185,8 @@ def run_in_cloud(
             backend, nodes, monitor, cpus, memory, machine,
         )  # fmt: skip
         plan = dataclasses.replace(plan, attempts=retries + 1)  # the cap counts every launch
-        show(plan, cmd, profiling.plan_line(plan.offer, plan.nodes, plan.spot, overrides))
+        known = None if plan.anywhere else plan.offer  # --cloud=any: SkyPilot's, not known yet
+        show(plan, cmd, profiling.plan_line(known, plan.nodes, plan.spot, overrides))
         for warning in unsent_secrets(plan, overrides):
             print(f"warning: {warning}", file=sys.stderr)
         if not plan.is_job:  # a VM's quota; the services check their own when they schedule

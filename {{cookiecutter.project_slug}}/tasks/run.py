@@ -46,7 +46,8 @@ def setup(c: Context, cpu: bool = False, no_cpu: bool = False) -> None:
     help={
         "gpus": framework.GPUS_HELP,
         "cloud": f"train on a cloud VM: aws, gcp, azure, or local (this machine's Docker engine, "
-        f"the same launch path); --cloud alone is {DEFAULT_CLOUD}",
+        f"the same launch path); --cloud alone is {DEFAULT_CLOUD}; any with --backend=skypilot "
+        "(SkyPilot picks among the clouds it has enabled)",
         "gpu": f"with --cloud: NAME[:COUNT] from `invoke gpus` (default {DEFAULT_GPU})",
         "cpus": "with --cloud: a CPU machine instead, the cheapest with at least N vCPUs "
         "(invoke machines); the trainer's threads are its physical cores",

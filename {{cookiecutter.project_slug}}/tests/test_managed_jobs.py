@@ -196,8 +196,20 @@ def test_a_machine_sagemaker_does_not_train_on_is_refused_before_anything_is_mad
          "e.g. --nodes 2"),
         (["--cloud=local", "--backend=managed"], "error: --cloud local: --backend=managed runs "
          "on aws, azure, gcp (--cloud=local is --backend=vm only)"),
+        (["--cloud=any", "--backend=managed"], "error: --cloud=any: only --backend=skypilot picks "
+         "the cloud itself; add it, or choose one of aws, gcp, azure"),
+        (["--cloud=any", "--backend=skypilot", "--region=us-east-1"], "error: --region us-east-1 "
+         "with --cloud=any: it names one cloud's; give --gpu or --cpus [--memory] and SkyPilot "
+         "picks the cloud, or name the cloud"),
+        (["--cloud=any", "--backend=skypilot", "--machine=c7i.8xlarge"], "error: --machine "
+         "c7i.8xlarge with --cloud=any: it names one cloud's; give --gpu or --cpus [--memory] and "
+         "SkyPilot picks the cloud, or name the cloud"),
+        (["--cloud=any", "--backend=skypilot", "--gpu=t4", "--cpus=8"], "error: --gpu with --cpus: "
+         "choose the machine one way: --gpu NAME[:COUNT], --cpus N [--memory GB] or --machine "
+         "TYPE (invoke machines lists them)"),
     ],
-    ids=["nodes-on-a-vm", "unknown-backend", "nodes-not-a-number", "local-managed"],
+    ids=["nodes-on-a-vm", "unknown-backend", "nodes-not-a-number", "local-managed", "any-managed",
+         "any-region", "any-machine", "any-gpu-and-cpus"],
 )  # fmt: skip
 def test_bad_backend_flags_get_one_line_and_start_nothing(
     tmp_path: Path, flags: list[str], message: str
@@ -550,6 +562,9 @@ def test_the_skypilot_task_parses_in_skypilot(tmp_path: Path) -> None:
     assert resources["_docker_login_config"] == login
     assert resources["accelerators"] == {"A10G": 4} and resources["use_spot"] is True
     assert resources["infra"] == "aws/us-east-1"
+    # SkyPilot may pick another machine with these GPUs, or another region: none dearer an hour
+    # than the node's rate the cap counts.
+    assert resources["max_hourly_cost"] == catalog.offer("aws", "a10g", 4).on_demand
     assert resources["job_recovery"]["strategy"] == "EAGER_NEXT_REGION"
     assert list(resources["image_id"].values()) == [f"docker:{registry}/x@{DIGEST}"]
     outputs = f"s3://jobs-bucket/{PROJECT}/{spec.parent.name}/outputs"
@@ -577,6 +592,104 @@ def test_a_cpu_skypilot_task_asks_for_the_machines_vcpus_and_memory_and_no_gpu(
     # The cheapest SkyPilot finds with at least the catalog machine's vCPUs and memory.
     assert resources["cpus"] == f"{chosen.vcpus}+" and resources["use_spot"] is True
     assert resources["memory"] == f"{chosen.memory_gib:g}+" and not resources.get("accelerators")
+
+
+@pytest.mark.needs("cloud-sdks")
+def test_any_cloud_leaves_the_cloud_to_skypilot_under_the_dearest_catalog_rate(
+    tmp_path: Path,
+) -> None:
+    """--cloud=any: the task names no cloud, SkyPilot's max_hourly_cost is the rate the cap
+    counts (the dearest on-demand machine of the catalog's clouds for these GPUs), and the image
+    and outputs stay on the home cloud of cloud.toml's [skypilot]."""
+    settings = tmp_path / "cloud.toml"
+    settings.write_text('[aws]\nregion = "us-east-1"\nbucket = "s3://jobs-bucket"\n'
+                        '[skypilot]\nhome = "aws"\n')  # fmt: skip
+    env = project_env(CLOUD_SETTINGS=str(settings), CLOUD_RUNS=str(tmp_path / "runs"))
+    registry = "123456789012.dkr.ecr.us-east-1.amazonaws.com"
+    done = invoke_cli(
+        "train", "--cloud=any", "--backend=skypilot", "--nodes=2", "--gpu=t4", "--spot",
+        "--max-hours=3", "--dry-run", f"--image={registry}/x@{DIGEST}", env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    rate = max(catalog.offer(cloud, "t4", 1).on_demand for cloud in catalog.CLOUDS)
+    (spec,) = (tmp_path / "runs").glob("*/skypilot-task.yaml")
+    task = sdks.validate("skypilot", spec)
+    resources = task["resources"]
+    assert "infra" not in resources and "cloud" not in resources and "region" not in resources
+    assert resources["accelerators"] == {"T4": 1} and resources["use_spot"] is True
+    assert resources["max_hourly_cost"] == rate
+    assert task["file_mounts"]["/outputs"]["source"].startswith(f"s3://jobs-bucket/{PROJECT}/")
+    # ECR from any cloud: SkyPilot logs in with the AWS credentials it uploads, no token.
+    assert resources["_docker_login_config"]["password"] == ""
+    rows = {line.strip().split("  ", 1)[0]: line for line in done.stdout.splitlines()
+            if line.startswith("  ")}  # fmt: skip
+    assert "any that SkyPilot has enabled (sky check); image and outputs on aws" in rows["cloud"]
+    assert f"${2 * rate:.3f}/h, at most" in rows["price"]
+    assert f"${round(2 * rate * 3, 2):.2f} at most: 3 h x ${2 * rate:.3f}/h" in rows["cost cap"]
+    assert "between aws and another cloud (egress)" in rows["cost cap"]
+    assert "image pull" not in rows
+
+
+@pytest.mark.needs("aws")
+def test_an_any_cloud_job_is_recorded_on_its_home_and_shown_as_any(
+    moto: dict, tmp_path: Path
+) -> None:
+    """Submitted (to a stand-in `sky` on PATH: no cloud here), the job's record keeps its home
+    for the bucket and the settings, and `invoke status` says SkyPilot placed it."""
+    settings = tmp_path / "cloud.toml"
+    settings.write_text('[aws]\nregion = "us-east-1"\nbucket = "s3://jobs-bucket"\n'
+                        '[skypilot]\nhome = "aws"\n')  # fmt: skip
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sky").write_text(
+        "#!/bin/sh\n"  # launch: keep the job's name; queue: list it as running
+        f'if [ "$2" = launch ]; then printf "%s" "$6" > {tmp_path}/job; exit 0; fi\n'
+        'echo "ID TASK NAME REQUESTED SUBMITTED TOT.DURATION JOB.DURATION #RECOVERIES STATUS"\n'
+        f'echo "1 - $(cat {tmp_path}/job) 1x[T4:1] 1m 1m 1m 0 RUNNING"\n'
+    )
+    (bin_dir / "sky").chmod(0o755)
+    env = moto | {"CLOUD_SETTINGS": str(settings), "PATH": f"{bin_dir}:{moto['PATH']}"}
+    done = invoke_cli("train", "--cloud=any", "--backend=skypilot", "--gpu=t4", "--yes",
+                      "--detach", f"--image=reg/x@{DIGEST}", env=env)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    run_id = run_id_of(done.stdout)
+    record = json.loads((Path(moto["CLOUD_RUNS"]) / run_id / "run.json").read_text())
+    assert record["cloud"] == "aws" and record["anywhere"] is True
+    assert record["price"] == max(catalog.offer(c, "t4", 1).on_demand for c in catalog.CLOUDS)
+    status = invoke_cli("status", "--run", run_id, env=env)
+    assert status.returncode == 0, status.stderr
+    (row,) = [line for line in status.stdout.splitlines() if line.startswith(run_id)]
+    assert row.split()[1:3] == ["any", "skypilot"] and "running (RUNNING)" in row
+
+
+@pytest.mark.needs("cloud-sdks")
+def test_any_cloud_cpu_asks_for_the_least_machine_and_hands_artifact_registry_a_token(
+    tmp_path: Path,
+) -> None:
+    """--cloud=any --cpus N: at least the least vCPUs and memory of the catalog's choice on each
+    cloud. A VM outside GCP has no gcloud to pull from Artifact Registry, so an access token goes
+    to `sky jobs launch --secret` (never into the task file); the plan says how long it lasts."""
+    settings = tmp_path / "cloud.toml"
+    settings.write_text('[gcp]\nproject = "p"\nregion = "us-central1"\nbucket = "gs://jobs"\n'
+                        '[skypilot]\nhome = "gcp"\n')  # fmt: skip
+    env = project_env(CLOUD_SETTINGS=str(settings), CLOUD_RUNS=str(tmp_path / "runs"))
+    chosen = [machines.cpu_offer(cloud, 30, spot=True) for cloud in catalog.CLOUDS]
+    image = f"us-central1-docker.pkg.dev/p/r/x@{DIGEST}"
+    done = invoke_cli("train", "--cloud=any", "--backend=skypilot", "--cpus=30", "--spot",
+                      "--dry-run", f"--image={image}", env=env)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    (spec,) = (tmp_path / "runs").glob("*/skypilot-task.yaml")
+    task = sdks.validate("skypilot", spec)
+    resources = task["resources"]
+    assert resources["cpus"] == f"{min(o.vcpus for o in chosen)}+"
+    assert resources["memory"] == f"{min(o.memory_gib for o in chosen):g}+"
+    assert resources["max_hourly_cost"] == max(o.on_demand for o in chosen)
+    assert "infra" not in resources and not resources.get("accelerators")
+    assert not any(name.startswith("SKYPILOT_DOCKER_") for name in task.get("envs", {}))
+    assert "$ gcloud auth print-access-token" in done.stdout
+    assert "--secret SKYPILOT_DOCKER_PASSWORD" in done.stdout
+    pull = "image pull      with a token of us-central1-docker.pkg.dev that lasts 1 h"
+    assert pull in done.stdout
 
 
 @pytest.mark.needs("cloud-sdks")

@@ -6,12 +6,22 @@ down at the end. The image runs as the task's runtime (`image_id: docker:...`), 
 the launcher (SKYPILOT_NODE_RANK, SKYPILOT_NODE_IPS), and the run folder is the run's bucket
 prefix mounted at /outputs, so a relaunched job resumes from its last checkpoint.
 
+With --cloud=any the task names no cloud: SkyPilot picks among every cloud it has enabled (sky
+check). The image and the bucket stay on the home cloud (cloud.toml's [skypilot] home).
+
+Every task carries `max_hourly_cost`, the node's rate the plan's cap counts: SkyPilot considers
+only machines at or below it in its own catalog (its spot price with use_spot; 0.14.1's
+sky/catalog/common.py), so the optimizer's other choices (another machine with these GPUs,
+another region, another cloud) never cost more an hour than the summary says.
+
 SkyPilot pulls a private image only with its three login variables (registry_login). With an
 empty password it logs in as the VM itself where it knows how (0.14.1's
-sky/provision/docker_utils.py): ECR through `aws ecr get-login-password`, Artifact Registry
-through `gcloud auth configure-docker`. ACR has no such path: a token of `az acr login
---expose-token` (valid 3 hours) is handed to `sky jobs launch --secret`, read from its
-environment, and never written in the task file or printed.
+sky/provision/docker_utils.py): ECR through `aws ecr get-login-password` (on any cloud: SkyPilot
+installs the AWS CLI and uploads this machine's AWS credentials), Artifact Registry through
+`gcloud auth configure-docker` (only a GCP VM has gcloud). Where that cannot work, a token is
+handed to `sky jobs launch --secret`, read from its environment, never written in the task file
+or printed: ACR's from `az acr login --expose-token` (valid 3 hours), and with --cloud=any
+Artifact Registry's from `gcloud auth print-access-token` (valid 1 hour).
 Facts: ../shared facts on engines (SkyPilot 0.14.1's task schema and environment).
 """
 
@@ -30,6 +40,8 @@ if TYPE_CHECKING:
 MOUNT = "/outputs"
 LOGIN = ("SKYPILOT_DOCKER_USERNAME", "SKYPILOT_DOCKER_PASSWORD", "SKYPILOT_DOCKER_SERVER")
 ACR_TOKEN_USER = "00000000-0000-0000-0000-000000000000"  # the user name an ACR token goes with
+GAR_TOKEN_USER = "oauth2accesstoken"  # the user name a Google access token goes with
+TOKEN_HOURS = {".azurecr.io": 3, "-docker.pkg.dev": 1}  # how long each registry's token lasts
 KILL_AFTER_S = 90  # after SIGTERM at the deadline, as long as a VM run's stop grace
 SPEC = "skypilot-task.yaml"
 FORMAT = "yaml"
@@ -61,37 +73,76 @@ def check(plan: Plan) -> None:
         service_name("skypilot_accelerator", plan.offer.gpu)
 
 
-def registry_login(image: str) -> dict[str, str]:
+def registry_login(image: str, anywhere: bool = False) -> dict[str, str]:
     """The login variables of the image's registry where the VM's own identity pulls from it
-    (ECR, Artifact Registry); none for another registry (public, or ACR: launch_secrets)."""
+    (ECR; Artifact Registry unless --cloud=any); none for another registry (public, or one
+    whose token launch_secrets hands over)."""
     server = image.split("/", 1)[0]
     if ".dkr.ecr." in server and server.endswith(".amazonaws.com"):
         return dict(zip(LOGIN, ("AWS", "", server), strict=True))
-    if server.endswith("-docker.pkg.dev"):
-        return dict(zip(LOGIN, ("oauth2accesstoken", "", server), strict=True))
+    if server.endswith("-docker.pkg.dev") and not anywhere:
+        return dict(zip(LOGIN, (GAR_TOKEN_USER, "", server), strict=True))
     return {}
 
 
+def _token_command(server: str, anywhere: bool) -> tuple[str, list[str]] | None:
+    """The user name and the command whose output is a pull token for `server`, where the VM
+    cannot log in itself; None where it can (or the registry is public)."""
+    if server.endswith(".azurecr.io"):
+        name = server.removesuffix(".azurecr.io")
+        return ACR_TOKEN_USER, ["az", "acr", "login", "--name", name, "--expose-token",
+                                "--query", "accessToken", "--output", "tsv"]  # fmt: skip
+    if server.endswith("-docker.pkg.dev") and anywhere:
+        return GAR_TOKEN_USER, ["gcloud", "auth", "print-access-token"]
+    return None
+
+
 def launch_secrets(plan: Plan, cmd: Commands) -> tuple[list[str], dict[str, str]]:
-    """`--secret NAME` flags for `sky jobs launch` and their values, for an image in ACR: the
-    values travel in the command's environment, never on its command line."""
+    """`--secret NAME` flags for `sky jobs launch` and their values, for an image the VM cannot
+    pull as itself: the values travel in the command's environment, never on its command line."""
     server = plan.image.split("/", 1)[0]
-    if not server.endswith(".azurecr.io"):
+    asked = _token_command(server, bool(plan.anywhere))
+    if asked is None:
         return [], {}
-    asked = ["az", "acr", "login", "--name", server.removesuffix(".azurecr.io"), "--expose-token",
-             "--query", "accessToken", "--output", "tsv"]  # fmt: skip
-    token = cmd.run(asked, dry_answer="<an ACR token>", quiet=True).stdout.strip()
+    user, argv = asked
+    token = cmd.run(argv, dry_answer="<a registry token>", quiet=True).stdout.strip()
     cmd.secrets.append(token)
-    values = dict(zip(LOGIN, (ACR_TOKEN_USER, token, server), strict=True))
+    values = dict(zip(LOGIN, (user, token, server), strict=True))
     return [flag for name in LOGIN for flag in ("--secret", name)], values
 
 
-def _machine(offer: Offer) -> dict[str, Any]:
+def notes(plan: Plan) -> list[tuple[str, str]]:
+    """Rows the plan's summary adds for SkyPilot: a pull token's lifetime, where there is one."""
+    server = plan.image.split("/", 1)[0]
+    if _token_command(server, bool(plan.anywhere)) is None:
+        return []
+    hours = next(h for suffix, h in TOKEN_HOURS.items() if server.endswith(suffix))
+    words = (f"with a token of {server} that lasts {hours} h: a spot job SkyPilot relaunches "
+             "later than that cannot pull the image (README: SkyPilot)")  # fmt: skip
+    return [("image pull", words)]
+
+
+def bound(offers: tuple[Offer, ...], spot: bool) -> tuple[float, str]:
+    """--cloud=any's USD per hour of a node, at most, and what it is: the dearest on-demand
+    rate of the catalog's machine on each of its clouds (a spot hour bills no more)."""
+    dearest = max(offers, key=lambda offer: offer.on_demand)
+    return dearest.on_demand, (
+        f"SkyPilot takes the cheapest{' spot' if spot else ''} machine it finds on the clouds "
+        f"it has enabled, none above {dearest.cloud} {dearest.machine}'s ${dearest.on_demand:.3f}"
+        f"/h on-demand a node ({dearest.source})"
+    )
+
+
+def _machine(plan: Plan) -> dict[str, Any]:
     """The GPUs, not the catalog's machine: SkyPilot's optimizer picks the cheapest machine with
     them (and prints its price before it launches). For a CPU machine, the cheapest with at least
-    its vCPUs and memory: never dearer than it, by SkyPilot's own catalog."""
+    its vCPUs and memory (with --cloud=any, the least of the catalog's machines on each cloud)."""
+    offer = plan.offer
+    assert offer is not None
     if offer.is_cpu:
-        return {"cpus": f"{offer.vcpus}+", "memory": f"{offer.memory_gib:g}+"}
+        chosen = plan.anywhere or (offer,)
+        vcpus, memory = min(o.vcpus for o in chosen), min(o.memory_gib for o in chosen)
+        return {"cpus": f"{vcpus}+", "memory": f"{memory:g}+"}
     return {"accelerators": f"{service_name('skypilot_accelerator', offer.gpu)}:{offer.count}"}
 
 
@@ -101,10 +152,13 @@ def spec(
     """The task of the plan: the catalog's machine, the image by digest, the bucket mounted."""
     del distribution, cmd
     assert plan.offer is not None
+    assert plan.worst_node_price is not None  # the catalog has every offer's on-demand rate
+    where = f"{plan.cloud}/{plan.region}" if plan.region else plan.cloud
     resources: dict[str, Any] = {
-        "infra": f"{plan.cloud}/{plan.region}" if plan.region else plan.cloud,
-        **_machine(plan.offer),
+        **({} if plan.anywhere else {"infra": where}),
+        **_machine(plan),
         "use_spot": plan.spot,
+        "max_hourly_cost": plan.worst_node_price,  # the plan's cap, kept by SkyPilot
         "image_id": f"docker:{plan.image}",
         "disk_size": 200,
         # A preempted spot job is relaunched in the next region with capacity; a job that
@@ -116,7 +170,7 @@ def spec(
         "name": plan.job,
         "num_nodes": plan.nodes,
         "resources": resources,
-        "envs": {**environment, **registry_login(plan.image)},
+        "envs": {**environment, **registry_login(plan.image, bool(plan.anywhere))},
         "file_mounts": {MOUNT: {"source": f"{plan.bucket}/outputs", "mode": "MOUNT"}},
         "run": run_script(plan),
     }
