@@ -43,15 +43,20 @@ THREADS = re.compile(r"^\s+threads\s+(\d+)$", re.MULTILINE)
 SPEED_UP_TARGET, ERROR_TARGET = 1.7, 0.25
 
 
+def model_overrides(args: argparse.Namespace) -> list[str]:
+    """The run both the measurement and the profile take: the model, its batch, its epochs."""
+    return [f"trainer.max_epochs={args.epochs}", *MODEL, f"data.batch_size={args.batch}"]
+
+
 def measured(
     args: argparse.Namespace, nodes: int, threads: int, scratch: Path
 ) -> tuple[float, int]:
     """Steps a second of `nodes` containers of `threads` threads each, and the threads the
     first node's trainer reports."""
     overrides = [
-        f"hydra.run.dir={scaling.RUN}", "trainer.device=cpu", f"trainer.max_epochs={args.epochs}",
-        "trainer.limit_eval_batches=1", "test=false", "logger=jsonl", "monitoring=none",
-        "callbacks.early_stopping=null", *MODEL, f"data.batch_size={args.batch}",
+        f"hydra.run.dir={scaling.RUN}", "trainer.device=cpu", "trainer.limit_eval_batches=1",
+        "test=false", "logger=jsonl", "monitoring=none", "callbacks.early_stopping=null",
+        *model_overrides(args),
         *([f"trainer.limit_train_batches={args.steps}"] if args.steps else []),
     ]  # fmt: skip
     pinned = [f"{name}={value}" for name, value in framework.thread_env(threads).items()]
@@ -85,9 +90,10 @@ def profiled(args: argparse.Namespace) -> model.Profile:
             started.append(subprocess.Popen(command, stdout=PIPE, stderr=PIPE, text=True))
         return profiling.finished(started)
 
-    overrides = [f"trainer.max_epochs={args.epochs}", *MODEL, f"data.batch_size={args.batch}"]
     quick = {"limit": args.steps, "timed_steps": 2 * args.steps} if args.steps else {}
-    return profiling.profile(overrides, [1, 2], in_image, "/tmp/profile", args.repeats, **quick)
+    return profiling.profile(
+        model_overrides(args), [1, 2], in_image, "/tmp/profile", args.repeats, **quick
+    )
 
 
 def main() -> None:
