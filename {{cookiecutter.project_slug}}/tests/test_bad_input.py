@@ -257,3 +257,34 @@ def test_own_npz_data_trains(tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.returncode == 0, result.stdout
     assert "input (12,), 2 classes" in result.stdout
+
+
+@pytest.mark.slow
+def test_grayscale_images_train_with_the_cnn_as_one_channel(tmp_path: Path) -> None:
+    """An .npz of (height, width) images, as MNIST-like data comes, trains with model=cnn."""
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 3, 300)
+    x = (rng.normal(size=(300, 8, 8)) + y[:, None, None]).astype(np.float32)
+    np.savez(tmp_path / "gray.npz", x=x, y=y)
+    result = run_module(
+        "train", *SHORT, "model=cnn", "data=files", f"data.source={tmp_path}/gray.npz",
+        f"hydra.run.dir={tmp_path}/run",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout
+    assert "input (8, 8), 3 classes" in result.stdout
+    assert (tmp_path / "run" / "metrics.json").is_file()
+
+
+@pytest.mark.slow
+def test_the_cnn_on_samples_that_are_not_images_stops_in_one_line(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "flat.npz", x=rng.normal(size=(300, 12)), y=rng.integers(0, 2, 300))
+    result = run_module(
+        "train", *SHORT, "model=cnn", "data=files", f"data.source={tmp_path}/flat.npz",
+        f"hydra.run.dir={tmp_path}/run",
+    )  # fmt: skip
+    message = (
+        "model=cnn takes images, samples of (channels, height, width) or (height, width); "
+        "this data's samples are (12,): choose model=mlp"
+    )
+    assert_refused(result, message, tmp_path / "run")

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hydra.utils import instantiate
+from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from ..data.splits import Splits
@@ -29,6 +29,8 @@ def fit_and_test(
     """Train on the train split, early-stop on val, then test the best model on test (unless
     `test`, or the config's `test` when None, says not to)."""
     started = time.perf_counter()
+    # A model that cannot take the data's samples says so now, before the run writes anything.
+    getattr(get_class(cfg.model._target_), "check_input", lambda shape: None)(splits.input_shape)
     checkpoint_dir = run_dir / "checkpoints"
     # Rank k of a machine serves on monitoring.port + k (LOCAL_RANK where set, else the rank).
     local_rank = int(os.environ.get("LOCAL_RANK", rt.rank))

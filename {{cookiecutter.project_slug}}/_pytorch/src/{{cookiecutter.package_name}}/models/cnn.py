@@ -1,8 +1,11 @@
-"""A small convolutional network for (channels, height, width) images."""
+"""A small convolutional network for (channels, height, width) images, or (height, width)
+ones of one channel (a grayscale .npz as it is)."""
 
 from __future__ import annotations
 
 from torch import Tensor, nn
+
+from . import check_image_input
 
 
 class SmallCNN(nn.Module):
@@ -14,10 +17,10 @@ class SmallCNN(nn.Module):
         dropout: float = 0.1,
     ) -> None:
         super().__init__()
-        if len(input_shape) != 3:
-            raise ValueError(f"SmallCNN needs (channels, height, width) inputs, got {input_shape}")
+        self.check_input(input_shape)
+        self.one_channel = len(input_shape) == 2  # (height, width): a channel is added
         layers: list[nn.Module] = []
-        in_channels = input_shape[0]
+        in_channels = 1 if self.one_channel else input_shape[0]
         for out_channels in channels:
             layers += [
                 nn.Conv2d(in_channels, out_channels, kernel_size=3, padding=1),
@@ -33,5 +36,7 @@ class SmallCNN(nn.Module):
         ]
         self.net = nn.Sequential(*layers)
 
+    check_input = staticmethod(check_image_input)  # training/fit.py asks before the run starts
+
     def forward(self, x: Tensor) -> Tensor:
-        return self.net(x)
+        return self.net(x.unsqueeze(1) if self.one_channel else x)

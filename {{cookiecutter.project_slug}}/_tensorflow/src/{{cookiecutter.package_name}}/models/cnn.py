@@ -1,11 +1,16 @@
-"""A small convolutional network for (channels, height, width) images."""
+"""A small convolutional network for (channels, height, width) images, or (height, width)
+ones of one channel (a grayscale .npz as it is)."""
 
 from __future__ import annotations
 
 import keras
 
+from . import check_image_input
+
 
 class SmallCNN(keras.Model):
+    check_input = staticmethod(check_image_input)  # training/fit.py asks before the run starts
+
     def __init__(
         self,
         input_shape: tuple[int, ...],
@@ -13,11 +18,13 @@ class SmallCNN(keras.Model):
         channels: tuple[int, ...] = (32, 64),
         dropout: float = 0.1,
     ) -> None:
-        if len(input_shape) != 3:
-            raise ValueError(f"SmallCNN needs (channels, height, width) inputs, got {input_shape}")
+        self.check_input(input_shape)
         inputs = keras.Input(shape=tuple(input_shape))
         # The data is channels-first; Keras convolutions run channels-last.
-        x = keras.layers.Permute((2, 3, 1))(inputs)
+        if len(input_shape) == 2:
+            x = keras.layers.Reshape((*input_shape, 1))(inputs)
+        else:
+            x = keras.layers.Permute((2, 3, 1))(inputs)
         for filters in channels:
             x = keras.layers.Conv2D(filters, kernel_size=3, padding="same")(x)
             x = keras.layers.BatchNormalization(momentum=0.9, epsilon=1e-5)(x)
