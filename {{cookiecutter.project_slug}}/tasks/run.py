@@ -95,7 +95,7 @@ def train(
 ) -> None:
     """Train here, or on a cloud machine with --cloud: invoke train [--cloud=gcp] -- OVERRIDES.
 
-    Here, --gpus N trains on N of this machine's GPUs; --cloud=aws|gcp|azure|local --gpu=t4
+    Here, --gpus N trains on N of this machine's GPUs; --cloud=aws|gcp|azure|local|any --gpu=t4
     (or --cpus 32, or --machine TYPE) runs on a cloud VM (or a training service: --backend).
     Hydra overrides go after `--`."""
     cloud_only = {
