@@ -188,9 +188,10 @@ def _lock_project(c: Context, answers: dict[str, str], scratch: Path, find_links
         c.run(shlex.join([sys.executable, "-m", "invoke", "lock", *links]), env=_uv_env())
     target = PROJECT_LOCKS / f"{answers['framework']}-{answers['tracking']}" / "requirements"
     target.mkdir(parents=True, exist_ok=True)
-    for flavour in ("gpu", "cpu"):
-        shutil.copyfile(project / "requirements" / f"{flavour}.txt", target / f"{flavour}.txt")
-    print(f"locked {target.relative_to(ROOT)}/{{gpu,cpu}}.txt")
+    # The training image's locks and the serving image's: `invoke lock` makes all four.
+    for lock in ("gpu", "cpu", "serve-gpu", "serve-cpu"):
+        shutil.copyfile(project / "requirements" / f"{lock}.txt", target / f"{lock}.txt")
+    print(f"locked {target.relative_to(ROOT)}/{{gpu,cpu,serve-gpu,serve-cpu}}.txt")
 
 
 @task(
