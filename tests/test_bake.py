@@ -32,6 +32,7 @@ benchmarks/cpu_scaling.py
 benchmarks/gpu.py
 benchmarks/gpu_check.py
 benchmarks/gpu_common.py
+benchmarks/http_load.py
 benchmarks/scaling.py
 benchmarks/serving.py
 cloud.toml
@@ -167,6 +168,7 @@ src/{package}/serving/http.py
 src/{package}/serving/metrics.py
 src/{package}/serving/model.py
 src/{package}/serving/samples.py
+src/{package}/serving/server.py
 src/{package}/serving/v2.py
 src/{package}/tracking/__init__.py
 src/{package}/tracking/exporter.py

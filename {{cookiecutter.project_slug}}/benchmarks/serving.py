@@ -5,6 +5,11 @@ the in-process p50 of one input.
 
     invoke export --run outputs/my-run && python benchmarks/serving.py --model outputs/my-run/model
 
+The load comes from wrk (a load generator written in C: `apt install wrk`) where it is on PATH,
+else from Python threads in this process, which then bound what is measured (the table says
+which). Given two cores or more, the servers and the in-process ceiling get half of them and
+the load the other half, so that the load is not measured against the server it drives.
+
 Beside them, a peer: LitServe (Lightning AI's server: FastAPI on uvicorn, a worker process
 for the model, its own batching) serving the same exported model with the same batch size and
 delay, where it is installed (`pip install litserve`; --peer none leaves it out).
@@ -17,23 +22,23 @@ peer at every concurrency.
 from __future__ import annotations
 
 import argparse
-import http.client
 import importlib.util
 import json
 import os
+import shutil
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from pathlib import Path
 
+from http_load import LOADING, SERVING, measure, percentile
+
 PACKAGE = "{{ cookiecutter.package_name }}"
 ROOT = Path(__file__).resolve().parents[1]
-HEADERS = {"Content-Type": "application/json"}
 CLIENTS = (1, 8, 32)
 MAX_BATCH = 64  # the servers' batch limit (serve.py's default)
 
@@ -42,11 +47,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
 def in_process(model: Path, calls: int) -> list[float]:
@@ -65,6 +65,18 @@ def in_process(model: Path, calls: int) -> list[float]:
         served.predict(one)
         times.append(time.perf_counter() - started)
     return times
+
+
+def ceiling(model: Path, calls: int) -> list[float]:
+    """in_process() in a process of its own on the servers' cores: the framework sizes its
+    thread pool from the cores it is given, as the server's does."""
+    done = subprocess.run(
+        [sys.executable, __file__, "--model", str(model), "--calls", str(calls), "--ceiling"],
+        capture_output=True, text=True, preexec_fn=lambda: os.sched_setaffinity(0, SERVING),
+    )  # fmt: skip
+    if done.returncode != 0:
+        sys.exit(f"error: the model in process failed: {done.stderr.strip()[-300:]}")
+    return json.loads(done.stdout.splitlines()[-1])
 
 
 # The same model behind LitServe: one input per request in, the logits' classes out.
@@ -101,50 +113,11 @@ if __name__ == "__main__":  # LitServe starts its workers with multiprocessing's
 """
 
 
-def over_http(port: int, body: bytes, clients: int, calls: int) -> tuple[list[float], float, int]:
-    """Each request's seconds, requests per second over all clients, and the failed requests.
-    Each client keeps its connection open, as a load balancer does."""
-    times: list[float] = []
-    failed = 0
-    lock = threading.Lock()
-
-    def client() -> None:
-        nonlocal failed
-        mine, errors = [], 0
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        for _ in range(calls):
-            started = time.perf_counter()
-            try:
-                connection.request("POST", "/invocations", body, HEADERS)
-                answer = connection.getresponse()
-                answer.read()
-                ok = answer.status == 200
-            except OSError:
-                connection.close()
-                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-                ok = False
-            if ok:
-                mine.append(time.perf_counter() - started)
-            else:
-                errors += 1
-        connection.close()
-        with lock:
-            times.extend(mine)
-            failed += errors
-
-    threads = [threading.Thread(target=client) for _ in range(clients)]
-    started = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return times, len(times) / (time.perf_counter() - started), failed
-
-
 def started(command: list[str], health: str, env: dict[str, str] | None = None) -> subprocess.Popen:
     """A server, once its `health` URL answers 200 (exit in one line if it ends or stalls)."""
     server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True)  # fmt: skip
+                              stderr=subprocess.PIPE, text=True,
+                              preexec_fn=lambda: os.sched_setaffinity(0, SERVING))  # fmt: skip
     deadline = time.monotonic() + 120
     while True:
         try:
@@ -161,14 +134,12 @@ def started(command: list[str], health: str, env: dict[str, str] | None = None) 
             time.sleep(0.2)
 
 
-def measured(name: str, port: int, body: bytes, calls: int) -> dict[int, tuple[float, ...]]:
+def measured(name: str, port: int, body: bytes, args: argparse.Namespace) -> dict[int, tuple]:
     """req/s, p50 and p99 at 1, 8 and 32 clients, each row printed as it is measured."""
     rows = {}
     for clients in CLIENTS:
-        times, rate, failed = over_http(port, body, clients, calls)
-        if not times:
-            sys.exit(f"error: every request of {clients} clients to {name} failed")
-        rows[clients] = (rate, statistics.median(times), percentile(times, 0.99))
+        rate, p50, p99, failed = measure(port, body, clients, args.load, args.seconds, args.calls)
+        rows[clients] = (rate, p50, p99)
         print(f"{f'{name}, {clients} clients':<26}{rate:>10.0f}{rows[clients][1] * 1e3:>10.3f}"
               f"{rows[clients][2] * 1e3:>10.3f}{failed:>8}")  # fmt: skip
     return rows
@@ -177,7 +148,17 @@ def measured(name: str, port: int, body: bytes, calls: int) -> dict[int, tuple[f
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="a model folder (invoke export writes it)")
-    parser.add_argument("--calls", type=int, default=200, help="requests per client")
+    parser.add_argument(
+        "--calls",
+        type=int,
+        default=200,
+        help="calls in process, and requests per client with --load python",
+    )
+    parser.add_argument("--seconds", type=float, default=5, help="per row, with --load wrk")
+    parser.add_argument("--load", choices=["wrk", "python"],
+                        default="wrk" if shutil.which("wrk") else "python",
+                        help="the load generator (default: wrk where it is on PATH)")  # fmt: skip
+    parser.add_argument("--ceiling", action="store_true", help=argparse.SUPPRESS)  # ceiling()
     parser.add_argument("--max-delay-ms", default="2", help="the servers' batching delay")
     parser.add_argument("--peer", choices=["litserve", "none"], default="litserve",
                         help="the peer server (measured where it is installed)")  # fmt: skip
@@ -187,8 +168,15 @@ def main() -> None:
 
     one = np.load(model / "parity.npz")["x"][:1]
     body = json.dumps({"instances": one.tolist()}).encode()
-    local = in_process(model, args.calls)
+    if args.load == "wrk" and not shutil.which("wrk"):
+        sys.exit("error: --load wrk: wrk is not on PATH (apt install wrk), or pass --load python")
+    if args.ceiling:
+        print(json.dumps(in_process(model, args.calls)))
+        return
+    local = ceiling(model, args.calls)
     local_p50 = statistics.median(local)
+    bound = "" if args.load == "wrk" else ": Python's threads, which bound these figures"
+    print(f"servers and in process on cores {SERVING}, the load on {LOADING} ({args.load}{bound})")
     print(f"{'':<26}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'failed':>8}")
     print(f"{'in process, 1 input':<26}{1 / local_p50:>10.0f}{local_p50 * 1e3:>10.3f}"
           f"{percentile(local, 0.99) * 1e3:>10.3f}{0:>8}")  # fmt: skip
@@ -199,7 +187,7 @@ def main() -> None:
         f"http://127.0.0.1:{port}/ping",
     )  # fmt: skip
     try:
-        ours = measured("this server", port, body, args.calls)
+        ours = measured("this server", port, body, args)
     finally:
         server.terminate()
         server.wait(timeout=60)
@@ -221,7 +209,7 @@ def main() -> None:
         f"http://127.0.0.1:{port}/health", env,
     )  # fmt: skip
     try:
-        theirs = measured("litserve", port, body, args.calls)
+        theirs = measured("litserve", port, body, args)
     finally:
         peer.terminate()
         peer.wait(timeout=60)

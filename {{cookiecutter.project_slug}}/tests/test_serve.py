@@ -168,6 +168,52 @@ def test_a_bad_request_is_a_4xx_with_one_line_and_the_server_goes_on(
     assert server.post("/invocations", {"instances": [[0.0] * 64]})[0] == 200
 
 
+def test_a_body_over_the_limit_is_a_413_and_a_kept_connection_carries_the_next_request(
+    server: Server,
+) -> None:
+    """A body over SageMaker's 6 MB is refused before it is read (and that connection closed);
+    one that says no length is stopped once it passes the limit. A 404 or 405 leaves the
+    connection open for the next request, as a load balancer reuses it."""
+    import asyncio
+    import http.client
+    import socket
+
+    from {{ cookiecutter.package_name }}.serving import http as routes
+
+    port = int(server.url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+        sock.sendall(b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Length: 7000000\r\n\r\n")
+        answer = b""
+        while chunk := sock.recv(65536):  # until the server closes the connection
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    assert b"the body is 7000000 bytes: at most 6291456 per request" in answer
+
+    chunks = [{"body": b"x" * (1 << 20), "more_body": True}] * 7 + [{"body": b""}]
+
+    async def chunked() -> bytes:
+        async def receive() -> dict:
+            return chunks.pop(0)
+
+        scope = {"method": "POST", "path": "/invocations", "headers": []}
+        return await routes.Request(scope, receive).body()
+
+    refusal = r"^the body is over 6291456 bytes: at most that per request$"
+    with pytest.raises(ValueError, match=refusal) as refused:
+        asyncio.run(chunked())
+    assert refused.value.status == 413 and len(chunks) == 1, "it stopped reading at the limit"
+
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    body = json.dumps({"instances": [[0.0] * 64]})
+    for method, path, status in [("POST", "/nowhere", 404), ("PUT", "/invocations", 405),
+                                 ("POST", "/invocations", 200), ("GET", "/ping", 200)]:  # fmt: skip
+        connection.request(method, path, body if method != "GET" else None)
+        answer = connection.getresponse()
+        assert answer.status == status and "\n" not in json.loads(answer.read()).get("error", "")
+        assert answer.getheader("Connection") != "close"
+    connection.close()
+
+
 def test_vertex_ai_runs_it_by_its_variables(model: Path) -> None:
     """Vertex AI's contract: the port and both routes from AIP_* (no --port)."""
     port = free_port()
@@ -451,11 +497,15 @@ def test_the_serving_benchmark_prints_its_table(model: Path) -> None:
     import importlib.util
 
     done = subprocess.run(
-        [sys.executable, "benchmarks/serving.py", "--model", str(model), "--calls", "5"],
+        [sys.executable, "benchmarks/serving.py", "--model", str(model), "--calls", "5",
+         "--seconds", "1"],
         cwd=PROJECT_ROOT, env=project_env(), capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    rows = [line.split() for line in done.stdout.splitlines()]
+    lines = done.stdout.splitlines()
+    load = "wrk" if shutil.which("wrk") else "python: Python's threads, which bound these figures"
+    assert lines[0].endswith(f"({load})"), lines[0]
+    rows = [line.split() for line in lines[1:]]
     names = [" ".join(row[:-4]) for row in rows[1:5]]
     assert names == ["in process, 1 input", "this server, 1 clients", "this server, 8 clients",
                      "this server, 32 clients"]  # fmt: skip

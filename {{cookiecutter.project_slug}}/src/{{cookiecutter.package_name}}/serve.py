@@ -106,7 +106,8 @@ def main(argv: list[str] | None = None) -> None:
                  "(invoke export --run RUN writes RUN/model/)")  # fmt: skip
     port = args.port or int(os.environ.get("AIP_HTTP_PORT") or DEFAULT_PORT)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    from .serving.http import Routes, serve
+    from .serving.http import Routes
+    from .serving.server import serve
 
     routes = Routes(os.environ.get("AIP_HEALTH_ROUTE", ""), os.environ.get("AIP_PREDICT_ROUTE", ""))
     try:

@@ -1,18 +1,18 @@
 """Dynamic batching: requests that arrive together run through the model as one batch.
 
-A batch takes what is queued and waits, at most `max_delay` seconds, only for requests the
-server is already answering (`pending()`: they are on their way): a request alone runs at once,
-and concurrent ones share a run. A batch holds at most `max_batch` inputs; one thread runs the
-model, so a framework's own thread pool is never shared between requests.
+Requests are queued on the server's event loop. A batch takes every request queued by the time
+the loop comes round to it, and waits, at most `max_delay` seconds, only while the server has
+requests on their way here (`pending()`: being read, not yet submitted): a request alone runs at
+once, and concurrent ones share a run. A batch holds at most `max_batch` inputs. One thread runs
+the model, so the loop reads and answers other requests meanwhile, and a framework's own thread
+pool is never shared between requests.
 """
 
 from __future__ import annotations
 
-import queue
-import threading
-import time
+import asyncio
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -23,63 +23,78 @@ class Batcher:
         predict: Callable[[np.ndarray], np.ndarray],
         max_batch: int = 64,
         max_delay: float = 0.002,
-        on_batch: Callable[[int], None] | None = None,
         pending: Callable[[], int] = lambda: 0,
     ) -> None:
-        self.predict, self.max_batch, self.max_delay = predict, max_batch, max_delay
-        self.on_batch, self.pending = on_batch, pending
-        self._queue: queue.Queue[tuple[np.ndarray, Future[np.ndarray]] | None] = queue.Queue()
-        self._thread = threading.Thread(target=self._run, name="batcher", daemon=True)
-        self._thread.start()
+        """`predict`: a row per input of a batch (its logits, say), called on the model's
+        thread; it may also record the batch (metrics, drift, samples)."""
+        self.predict, self.max_batch, self.max_delay, self.pending = (
+            predict, max_batch, max_delay, pending
+        )  # fmt: skip
+        self._queue: list[tuple[np.ndarray, asyncio.Future[np.ndarray]]] = []
+        self._arrived: asyncio.Event | None = None  # made on the loop, by the first submit
+        self._task: asyncio.Task[None] | None = None  # held: the loop keeps only a weak reference
+        self._model = ThreadPoolExecutor(1, thread_name_prefix="model")
 
-    def submit(self, inputs: np.ndarray) -> Future[np.ndarray]:
-        """The logits of `inputs` (a batch of its own), once the model has run them."""
-        future: Future[np.ndarray] = Future()
-        self._queue.put((inputs, future))
+    def submit(self, inputs: np.ndarray) -> asyncio.Future[np.ndarray]:
+        """The rows `predict` gives for `inputs` (a batch of its own), once the model has run
+        them; called on the event loop."""
+        loop = asyncio.get_running_loop()
+        if self._arrived is None:
+            self._arrived = asyncio.Event()
+            self._task = loop.create_task(self._run(self._arrived), name="batcher")
+        future: asyncio.Future[np.ndarray] = loop.create_future()
+        self._queue.append((inputs, future))
+        self._arrived.set()
         return future
 
     def close(self) -> None:
-        """Run what is queued, then stop."""
-        self._queue.put(None)
-        self._thread.join()
+        """Let the batch on the model's thread finish, then stop it."""
+        self._model.shutdown(wait=True)
 
-    def _run(self) -> None:
+    async def _run(self, arrived: asyncio.Event) -> None:
+        loop = asyncio.get_running_loop()
         while True:
-            first = self._queue.get()
-            if first is None:
-                return
-            waiting, rows = [first], len(first[0])
-            deadline = time.monotonic() + self.max_delay
-            stop = False
-            while rows < self.max_batch:
-                left = deadline - time.monotonic()
-                expected = len(waiting) < self.pending()  # more requests are on their way
+            await arrived.wait()
+            await asyncio.sleep(0)  # requests read in this turn of the loop join the batch
+            deadline = loop.time() + self.max_delay
+            while self._rows() < self.max_batch and self.pending() > 0:
+                arrived.clear()
                 try:
-                    if expected and left > 0:
-                        item = self._queue.get(timeout=left)
-                    else:
-                        item = self._queue.get_nowait()
-                except queue.Empty:
+                    await asyncio.wait_for(arrived.wait(), deadline - loop.time())
+                except TimeoutError:
                     break
-                if item is None:
-                    stop = True
-                    break
-                waiting.append(item)
-                rows += len(item[0])
-            self._run_batch(waiting, rows)
-            if stop:
-                return
+            batch: list[tuple[np.ndarray, asyncio.Future[np.ndarray]]] = []
+            rows = 0
+            while self._queue and (not batch or rows + len(self._queue[0][0]) <= self.max_batch):
+                inputs, future = self._queue.pop(0)
+                if not future.done():  # not given up on (its request timed out)
+                    batch.append((inputs, future))
+                    rows += len(inputs)
+            if self._queue:  # more than a batch holds: the next batch takes them at once
+                arrived.set()
+            else:
+                arrived.clear()
+            if batch:
+                await self._run_batch(loop, batch)
 
-    def _run_batch(self, waiting: list[tuple[np.ndarray, Future[np.ndarray]]], rows: int) -> None:
+    def _rows(self) -> int:
+        return sum(len(inputs) for inputs, _ in self._queue)
+
+    async def _run_batch(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        batch: list[tuple[np.ndarray, asyncio.Future[np.ndarray]]],
+    ) -> None:
+        stacked = np.concatenate([inputs for inputs, _ in batch])
         try:
-            logits = self.predict(np.concatenate([inputs for inputs, _ in waiting]))
+            logits = await loop.run_in_executor(self._model, self.predict, stacked)
         except Exception as error:  # the requests get a 500 each, the server goes on
-            for _, future in waiting:
-                future.set_exception(error)
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(error)
             return
-        if self.on_batch is not None:
-            self.on_batch(rows)
         start = 0
-        for inputs, future in waiting:
-            future.set_result(logits[start : start + len(inputs)])
+        for inputs, future in batch:
+            if not future.done():
+                future.set_result(logits[start : start + len(inputs)])
             start += len(inputs)
