@@ -17,11 +17,13 @@ from template_tools import (  # noqa: E402
     QUIET_ENV,
     next_steps,
     prune,
+    remove_at_exit,
     write_answers_record,
     write_image_defaults,
     write_license,
 )
 
+remove_at_exit(__file__)
 PROJECT_DIR = Path.cwd()
 prune(PROJECT_DIR, ANSWERS)
 write_image_defaults(PROJECT_DIR, ANSWERS)

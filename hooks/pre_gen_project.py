@@ -10,8 +10,9 @@ ANSWERS = json.loads(r"""{{ cookiecutter | jsonify }}""")
 
 sys.dont_write_bytecode = True  # leave no __pycache__ in the user's template checkout
 sys.path.insert(0, TEMPLATE_DIR)
-from template_tools import validate  # noqa: E402
+from template_tools import remove_at_exit, validate  # noqa: E402
 
+remove_at_exit(__file__)
 try:
     validate(ANSWERS)
 except ValueError as error:

@@ -8,6 +8,7 @@ from template_tools.checks import check_given, validate
 from template_tools.errors import AnswerError
 from template_tools.frameworks import check_python, frameworks
 from template_tools.gpus import check_gpu, gpus_on
+from template_tools.hook_copies import remove_at_exit
 from template_tools.images import write_image_defaults
 from template_tools.licenses import license_text, write_license
 from template_tools.naming import check_package_name, check_project_slug
@@ -33,6 +34,7 @@ __all__ = [
     "license_text",
     "next_steps",
     "prune",
+    "remove_at_exit",
     "validate",
     "variants",
     "write_answers_record",

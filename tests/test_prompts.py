@@ -4,6 +4,7 @@ again at a question, and stop a bad command-line answer with one line and no fol
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,10 +14,11 @@ from conftest import TEMPLATE_DIR, TemplateRepo, git
 
 
 def cookiecutter(
-    output_dir: Path, *answers: str, typed: str | None = None
+    output_dir: Path, *answers: str, typed: str | None = None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """`cookiecutter --no-input TEMPLATE key=value...` into `output_dir`; with `typed`, no
-    `--no-input`: the questions are asked and `typed` is what the user types at them."""
+    `--no-input`: the questions are asked and `typed` is what the user types at them. `env`:
+    variables added to this one's environment."""
     flags = ["--default-config"] if typed is not None else ["--no-input", "--default-config"]
     return subprocess.run(
         [
@@ -24,6 +26,7 @@ def cookiecutter(
             *("-o", str(output_dir), str(TEMPLATE_DIR), *answers),
         ],
         input=typed,
+        env={**os.environ, **(env or {})},
         capture_output=True,
         text=True,
         timeout=120,
@@ -87,6 +90,19 @@ def test_a_gpu_the_cloud_lacks_is_asked_again_among_its_gpus(tmp_path: Path) -> 
     answers = json.loads((tmp_path / "cloud-gpu-project" / ".cruft.json").read_text())
     chosen = answers["context"]["cookiecutter"]
     assert (chosen["default_cloud"], chosen["default_gpu"]) == ("azure", "a100")
+
+
+def test_no_rendered_hook_is_left_in_the_temporary_folder(tmp_path: Path) -> None:
+    """Cookiecutter renders each hook into the temporary folder and leaves it there; the hooks
+    take their own copies away, after a project and after a refused answer alike."""
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    made = cookiecutter(tmp_path / "made", env={"TMPDIR": str(temporary)})
+    assert made.returncode == 0, made.stderr
+    refused = cookiecutter(tmp_path / "refused", "project_slug=My-Project",
+                           env={"TMPDIR": str(temporary)})  # fmt: skip
+    assert refused.returncode == 2, refused.stderr
+    assert sorted(path.name for path in temporary.iterdir()) == []
 
 
 def test_generation_ends_with_the_next_commands(tmp_path: Path) -> None:
