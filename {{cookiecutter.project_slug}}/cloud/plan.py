@@ -80,6 +80,14 @@ class Plan:
     anywhere: tuple[Offer, ...] = ()
 
     @property
+    def cpus_asked(self) -> tuple[int, float]:
+        """A CPU run's least vCPUs and GiB: its machine's, or with --cloud=any the least of the
+        catalog's machines on each cloud."""
+        assert self.offer is not None
+        chosen = self.anywhere or (self.offer,)
+        return min(o.vcpus for o in chosen), min(o.memory_gib for o in chosen)
+
+    @property
     def secret_names(self) -> str:
         """`NAME=store-name ...`: which secrets the run reads from the cloud's store (never a
         value), for a VM's startup script and a job's environment alike."""

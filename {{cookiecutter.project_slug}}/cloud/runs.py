@@ -84,7 +84,7 @@ def _machine_words(plan: Plan) -> str:
     if plan.offer is None:
         return "-"
     if plan.offer.is_cpu and plan.anywhere:
-        return f"{min(o.vcpus for o in plan.anywhere)}+ vCPUs"
+        return f"{plan.cpus_asked[0]}+ vCPUs"
     if plan.offer.is_cpu:
         return f"{plan.offer.vcpus} vCPUs ({plan.offer.machine})"
     return f"{plan.offer.count} x {plan.offer.gpu}"

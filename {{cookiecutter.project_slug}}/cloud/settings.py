@@ -95,11 +95,15 @@ def _network(cloud: str, given: dict[str, Any], prefix: str) -> dict[str, Any]:
     return {"subnet": subnet, "public_ip": public}
 
 
+def _tables() -> dict[str, Any]:
+    """cloud.toml's tables (none where there is no cloud.toml)."""
+    return tomllib.loads(SETTINGS.read_text(encoding="utf-8")) if SETTINGS.exists() else {}
+
+
 def skypilot_home(default: str) -> str:
     """Where a --cloud=any run keeps its image and outputs (cloud.toml's [skypilot] home, else
     `default`): SkyPilot picks where it runs, but the registry and the bucket are one cloud's."""
-    table = tomllib.loads(SETTINGS.read_text(encoding="utf-8")) if SETTINGS.exists() else {}
-    home = table.get("skypilot", {}).get("home", default)
+    home = _tables().get("skypilot", {}).get("home", default)
     if home not in DEFAULT_REGION:
         raise CloudError(
             f"cloud.toml [skypilot] home = {home!r}: choose the cloud whose registry and bucket "
@@ -110,7 +114,7 @@ def skypilot_home(default: str) -> str:
 
 def load(cloud: str, project: str) -> dict[str, Any]:
     """The settings of `cloud` for the project named `project` (its slug)."""
-    table = tomllib.loads(SETTINGS.read_text(encoding="utf-8")) if SETTINGS.exists() else {}
+    table = _tables()
     given = dict(table.get(cloud, {}))
     settings: dict[str, Any] = {"project_name": project, "secrets": dict(table.get("secrets", {}))}
     if cloud == "aws":

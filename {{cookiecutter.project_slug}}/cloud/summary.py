@@ -73,8 +73,7 @@ def _anywhere_row(plan: Plan) -> tuple[str, str]:
     catalog's machine for it on each of its clouds."""
     assert plan.offer is not None and plan.worst_node_price is not None
     if plan.offer.is_cpu:
-        vcpus = min(offer.vcpus for offer in plan.anywhere)
-        memory = min(offer.memory_gib for offer in plan.anywhere)
+        vcpus, memory = plan.cpus_asked
         asked = f"at least {vcpus} vCPUs and {memory:g} GiB"
     else:
         asked = f"{plan.offer.count} x {plan.offer.gpu}"

@@ -140,8 +140,7 @@ def _machine(plan: Plan) -> dict[str, Any]:
     offer = plan.offer
     assert offer is not None
     if offer.is_cpu:
-        chosen = plan.anywhere or (offer,)
-        vcpus, memory = min(o.vcpus for o in chosen), min(o.memory_gib for o in chosen)
+        vcpus, memory = plan.cpus_asked
         return {"cpus": f"{vcpus}+", "memory": f"{memory:g}+"}
     return {"accelerators": f"{service_name('skypilot_accelerator', offer.gpu)}:{offer.count}"}
 
