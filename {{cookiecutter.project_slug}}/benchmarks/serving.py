@@ -22,10 +22,12 @@ peer at every concurrency.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -115,8 +117,9 @@ if __name__ == "__main__":  # LitServe starts its workers with multiprocessing's
 
 def started(command: list[str], health: str, env: dict[str, str] | None = None) -> subprocess.Popen:
     """A server, once its `health` URL answers 200 (exit in one line if it ends or stalls)."""
+    # A session of its own: stopped() ends the server with every worker process it started.
     server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True,
+                              stderr=subprocess.PIPE, text=True, start_new_session=True,
                               preexec_fn=lambda: os.sched_setaffinity(0, SERVING))  # fmt: skip
     deadline = time.monotonic() + 120
     while True:
@@ -129,9 +132,20 @@ def started(command: list[str], health: str, env: dict[str, str] | None = None) 
                 last = (server.stderr.read() if server.stderr else "").strip().splitlines()
                 sys.exit(f"error: {command[1]} ended: {last[-1] if last else server.returncode}")
             if time.monotonic() > deadline:
-                server.kill()
+                stopped(server)
                 sys.exit(f"error: {command[1]} did not get ready within 120 s")
             time.sleep(0.2)
+
+
+def stopped(server: subprocess.Popen) -> None:
+    """SIGTERM to the server, then SIGKILL to whatever is left of its process group: LitServe's
+    worker processes outlive their parent, spinning on a core."""
+    server.terminate()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        server.wait(timeout=60)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(server.pid, signal.SIGKILL)
+    server.wait()
 
 
 def measured(name: str, port: int, body: bytes, args: argparse.Namespace) -> dict[int, tuple]:
@@ -189,8 +203,7 @@ def main() -> None:
     try:
         ours = measured("this server", port, body, args)
     finally:
-        server.terminate()
-        server.wait(timeout=60)
+        stopped(server)
     overhead = (ours[1][1] - local_p50) * 1e3
     print(f"server overhead at p50, 1 client: {overhead:.3f} ms (target < 1 ms)")
     print(f"32 clients / in process: {ours[32][0] * local_p50:.2f} (target >= 0.80)")
@@ -200,19 +213,19 @@ def main() -> None:
         print("peer: litserve is not installed here (pip install litserve): not measured")
         return
     port = free_port()
-    app = Path(tempfile.mkdtemp()) / "litserve_app.py"
-    app.write_text(PEER_APP.format(package=PACKAGE), encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), *sys.path[1:]])}
-    peer = started(
-        [sys.executable, str(app), str(model), str(port), str(MAX_BATCH),
-         str(float(args.max_delay_ms) / 1000)],
-        f"http://127.0.0.1:{port}/health", env,
-    )  # fmt: skip
-    try:
-        theirs = measured("litserve", port, body, args)
-    finally:
-        peer.terminate()
-        peer.wait(timeout=60)
+    with tempfile.TemporaryDirectory() as scratch:
+        app = Path(scratch) / "litserve_app.py"
+        app.write_text(PEER_APP.format(package=PACKAGE), encoding="utf-8")
+        peer = started(
+            [sys.executable, str(app), str(model), str(port), str(MAX_BATCH),
+             str(float(args.max_delay_ms) / 1000)],
+            f"http://127.0.0.1:{port}/health", env,
+        )  # fmt: skip
+        try:
+            theirs = measured("litserve", port, body, args)
+        finally:
+            stopped(peer)
     ahead = [clients for clients in CLIENTS if ours[clients][0] > theirs[clients][0]]
     print(f"ahead of litserve in req/s at {ahead or 'no'} clients of {list(CLIENTS)}")
 
