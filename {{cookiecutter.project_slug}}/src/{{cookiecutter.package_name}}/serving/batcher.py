@@ -85,8 +85,8 @@ class Batcher:
         loop: asyncio.AbstractEventLoop,
         batch: list[tuple[np.ndarray, asyncio.Future[np.ndarray]]],
     ) -> None:
-        stacked = np.concatenate([inputs for inputs, _ in batch])
         try:
+            stacked = np.concatenate([inputs for inputs, _ in batch])
             logits = await loop.run_in_executor(self._model, self.predict, stacked)
         except Exception as error:  # the requests get a 500 each, the server goes on
             for _, future in batch:
