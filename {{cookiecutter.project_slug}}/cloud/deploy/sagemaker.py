@@ -6,8 +6,8 @@ archive into /opt/ml/model and starts the serving image as `docker run IMAGE ser
 With --max above --min, Application Auto Scaling keeps invocations per instance near
 TARGET_INVOCATIONS. --sample-rate turns on SageMaker's Data Capture, which writes that share of
 the answers (and with --sample-inputs the requests) to the bucket as JSON lines. A create that
-fails, or is interrupted, deletes what it made: nothing is left billed. Facts: ../shared facts
-on serving (the container contract).
+fails, or is interrupted, deletes what it made: nothing is left billed. The container contract:
+serving/__init__.py's sources.
 """
 
 from __future__ import annotations

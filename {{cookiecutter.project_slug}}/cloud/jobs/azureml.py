@@ -7,7 +7,7 @@ image's launcher starts training from there. The run folder is the job's output 
 read-write from a datastore over the project's blob container, so it lands in
 <bucket>/outputs/run as a VM run's does. Azure ML does not resume a preempted (spot) job:
 `invoke train --resume RUN` (or --retries) resubmits it, and the new job resumes from the
-checkpoint in that folder. Facts: ../shared facts on engines.
+checkpoint in that folder. Facts: the Azure ML docs on command jobs and their outputs.
 """
 
 from __future__ import annotations

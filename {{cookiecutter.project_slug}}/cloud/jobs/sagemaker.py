@@ -5,7 +5,7 @@ Each node runs the image's launcher, which reads /opt/ml/input/config/resourceco
 run folder is /opt/ml/checkpoints/run: SageMaker copies that folder to the bucket as it changes
 and back at every start, so a spot job that is interrupted resumes from its last checkpoint and
 its metrics, log and checkpoints land in <bucket>/outputs/run, as a VM run's do.
-Facts: ../shared facts on engines (botocore's model, the SageMaker developer guide).
+Facts: botocore's SageMaker service model and the SageMaker developer guide.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ installs the AWS CLI and uploads this machine's AWS credentials), Artifact Regis
 handed to `sky jobs launch --secret`, read from its environment, never written in the task file
 or printed: ACR's from `az acr login --expose-token` (valid 3 hours), and with --cloud=any
 Artifact Registry's from `gcloud auth print-access-token` (valid 1 hour).
-Facts: ../shared facts on engines (SkyPilot 0.14.1's task schema and environment).
+Facts: SkyPilot 0.14.1's task schema and environment (docs.skypilot.co, and its source).
 """
 
 from __future__ import annotations

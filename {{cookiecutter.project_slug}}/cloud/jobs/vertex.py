@@ -4,8 +4,8 @@ sent with `gcloud ai custom-jobs create --config`.
 Worker pool 0 is the first node (one replica), pool 1 the others; every node runs the image's
 launcher, which reads CLUSTER_SPEC. The run folder is the bucket itself, through the Cloud Storage
 FUSE mount every custom job has at /gcs/<bucket>, so a restarted job (spot, a worker restart)
-resumes from its last checkpoint. Facts: ../shared facts on engines; the Vertex AI docs
-"Use Cloud Storage as a mounted file system" (read 2026-12-01).
+resumes from its last checkpoint. Facts: the Vertex AI docs "Distributed training" and "Use
+Cloud Storage as a mounted file system" (read 2026-12-01).
 """
 
 from __future__ import annotations

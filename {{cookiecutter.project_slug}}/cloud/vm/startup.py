@@ -20,7 +20,7 @@ METADATA_URL = {
 
 
 # Seconds a preempted trainer gets to checkpoint: within the cloud's notice (AWS 2 minutes,
-# GCP 30 s, Azure Scheduled Events at least 30 s; ../shared facts on clouds), less the upload.
+# GCP 30 s, Azure Scheduled Events at least 30 s: each cloud's documentation), less the upload.
 PREEMPT_GRACE = {"aws": 90, "gcp": 20, "azure": 20, "local": 20}
 
 

@@ -8,7 +8,7 @@ own way; launch.py reads the answer here and starts training across the nodes:
     Azure ML    MASTER_ADDR, MASTER_PORT, NODE_RANK, WORLD_SIZE (nodes, one process each)
     SkyPilot    SKYPILOT_NODE_RANK, SKYPILOT_NODE_IPS (the head first), SKYPILOT_NUM_NODES
 
-Nothing found: one node. Sources: ../shared facts on engines, from each service's documentation.
+Nothing found: one node. Sources: each service's documentation of its training environment.
 """
 
 from __future__ import annotations

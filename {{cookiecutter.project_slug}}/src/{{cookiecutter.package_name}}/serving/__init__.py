@@ -15,5 +15,9 @@ Why uvicorn (with its C parser, httptools, and event loop, uvloop) and no web fr
 contract here is a handful of routes, and one event loop that reads and answers requests while
 the model runs on a thread of its own serves 0.9 of the model's in-process rate at 32 clients
 on one core, where the standard library's threaded server served 0.4 (benchmarks/serving.py).
-The facts behind the routes: ../shared/facts/monitoring-and-serving.md, Part 2.
+The contracts, from each service's documentation:
+    docs.aws.amazon.com/sagemaker/latest/dg/your-algorithms-inference-code.html
+    cloud.google.com/vertex-ai/docs/predictions/custom-container-requirements
+    learn.microsoft.com/azure/machine-learning/how-to-deploy-custom-container
+    github.com/kserve/open-inference-protocol (KServe V2)
 """
