@@ -186,6 +186,7 @@ BENCHMARKS: dict[str, tuple[str, dict[str, str] | None]] = {
     "scaling": ("scaling.py", None),
     "cpu-scaling": ("cpu_scaling.py", None),
     "serving": ("serving.py", {}),
+    "readers": ("shard_readers.py", {}),
 }
 
 
@@ -198,7 +199,9 @@ BENCHMARKS: dict[str, tuple[str, dict[str, str] | None]] = {
         "monitoring-keras (the live metrics' cost per step), scaling (1 and 2 nodes as containers: "
         "steps per second beside the ideal, the all-reduce time; needs a Docker engine), "
         "cpu-scaling (1 and 2 threads and nodes beside invoke estimate's prediction; Docker), "
-        "serving (the model server beside the model in process and beside LitServe)",
+        "serving (the model server beside the model in process and beside LitServe), "
+        "readers (one shard reader's samples/s, in process and through loader workers, beside "
+        "the same arrays in memory)",
     }
 )
 def bench(c: Context, name: str) -> None:

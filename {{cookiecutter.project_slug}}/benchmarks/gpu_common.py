@@ -22,7 +22,7 @@ from hydra import compose, initialize_config_dir
 from {{ cookiecutter.package_name }}.config.schema import register
 from {{ cookiecutter.package_name }}.data.shards import stream
 from {{ cookiecutter.package_name }}.data.shards.writer import prepare
-from {{ cookiecutter.package_name }}.data.sources import load_splits
+from {{ cookiecutter.package_name }}.data.sources import load_splits, readers
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = (3, 32, 32)
@@ -85,7 +85,9 @@ def sources(scratch: str, count: int) -> dict[str, Any]:
     prepare(str(npz), f"{scratch}/shards", shard_mb=16, **SPLIT)
     return {
         "in memory": load_splits(str(npz), *SPLIT.values()),
-        "streamed": stream.load_splits(f"{scratch}/shards", 4, 4, f"{scratch}/cache", 10),
+        "streamed": stream.load_splits(
+            f"{scratch}/shards", 4, readers("auto"), f"{scratch}/cache", 10
+        ),
     }
 
 

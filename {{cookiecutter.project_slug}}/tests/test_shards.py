@@ -20,7 +20,7 @@ from {{ cookiecutter.package_name }}.data.shards.cache import ShardReader, sha25
 from {{ cookiecutter.package_name }}.data.shards.index import INDEX, SPLITS, Index, Shard, ShardError
 from {{ cookiecutter.package_name }}.data.shards.stream import ShardSplit, load_splits
 from {{ cookiecutter.package_name }}.data.shards.writer import prepare
-from {{ cookiecutter.package_name }}.data.sources import load_arrays
+from {{ cookiecutter.package_name }}.data.sources import load_arrays, readers
 from {{ cookiecutter.package_name }}.data.splits import DataError, split
 from {{ cookiecutter.package_name }}.data.uris import open_uri
 
@@ -121,6 +121,19 @@ def test_a_resume_skips_exactly_the_batches_already_trained_on(
     for done in (1, 2, 5, 11, batches - 1):
         rest = numbers(loader(ids, workers, skip_batches=done, **options))
         assert rest == full[done * BATCH :], done
+
+
+@pytest.mark.parametrize(
+    ("cores", "local_processes", "expected"),
+    [(2, 1, 1), (16, 1, 15), (16, 2, 7), (64, 8, 7), (96, 1, 16), (4, 8, 1)],
+)
+def test_auto_readers_share_the_cores_among_a_machines_training_processes(
+    monkeypatch: pytest.MonkeyPatch, cores: int, local_processes: int, expected: int
+) -> None:
+    monkeypatch.setattr("os.sched_getaffinity", lambda _: set(range(cores)))
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", str(local_processes))
+    assert readers("auto") == expected
+    assert readers(3) == 3  # a number is taken as it is
 
 
 def test_a_rank_reads_only_the_shards_of_its_part(

@@ -37,6 +37,7 @@ from gpu_common import (  # noqa: E402
 from hydra.utils import instantiate  # noqa: E402
 
 from {{ cookiecutter.package_name }}.data import batches  # noqa: E402
+from {{ cookiecutter.package_name }}.data.sources import readers  # noqa: E402
 from {{ cookiecutter.package_name }}.tracking import trackers  # noqa: E402
 from {{ cookiecutter.package_name }}.training import fit, loop, runtime  # noqa: E402
 from {{ cookiecutter.package_name }}.training.signals import GracefulStop  # noqa: E402
@@ -87,7 +88,7 @@ def bare(cfg, splits, rt, compiled: bool, epochs: int) -> tuple[float, list[floa
         cfg.data.batch_size,
         shuffle=True,
         seed=0,
-        num_workers=cfg.data.num_workers,
+        num_workers=readers(cfg.data.num_workers),
         pin_memory=pin,
     )
 
@@ -152,7 +153,7 @@ def main() -> None:
         for source, splits in sources(scratch, args.samples).items():
             for compiled in args.compiles:
                 cfg = config(args, compiled)
-                cfg.data.num_workers = 4 if source == "streamed" else 0
+                cfg.data.num_workers = "auto" if source == "streamed" else 0
                 (base_s, base_busy), (ours_s, ours_busy) = alternate(
                     args.rounds,
                     lambda: bare(cfg, splits, rt, compiled, args.epochs),  # noqa: B023

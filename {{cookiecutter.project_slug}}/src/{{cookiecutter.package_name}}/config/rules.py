@@ -30,6 +30,9 @@ def is_integer(value: Any) -> bool:
 
 COUNT = Rule("an integer of at least 1", lambda v: is_integer(v) and v >= 1)
 NON_NEGATIVE_INT = Rule("an integer of at least 0", lambda v: is_integer(v) and v >= 0)
+WORKERS = Rule(
+    "auto or an integer of at least 0", lambda v: v == "auto" or (is_integer(v) and v >= 0)
+)
 POSITIVE = Rule("a number above 0", lambda v: is_number(v) and v > 0)
 NON_NEGATIVE = Rule("a number of at least 0", lambda v: is_number(v) and v >= 0)
 OPEN_FRACTION = Rule(

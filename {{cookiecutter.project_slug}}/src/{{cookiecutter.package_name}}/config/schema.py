@@ -10,7 +10,7 @@ must fit the rule. preflight.py runs both before Hydra makes a run directory.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass
 from enum import Enum, StrEnum
 from typing import Any, Optional, Union, get_args, get_origin, get_type_hints
 
@@ -23,13 +23,13 @@ from .rules import (
     HTTP_URL,
     METRIC,
     NON_NEGATIVE,
-    NON_NEGATIVE_INT,
     OPEN_FRACTION,
     PORT,
     POSITIVE,
     PROBABILITY,
     RESULT,
     UNIT_INTERVAL,
+    WORKERS,
     Rule,
     each,
     is_integer,
@@ -80,7 +80,8 @@ class DataConfig:
     test_fraction: float = key(OPEN_FRACTION)
     split_seed: int = MISSING
     batch_size: int = key(COUNT)
-    num_workers: int = key(NON_NEGATIVE_INT)
+    # auto or a number (data/sources.py: readers); Any, as OmegaConf cannot merge into a Union
+    num_workers: Any = field(default=MISSING, metadata={"rule": WORKERS})
     folds: int = key(Rule("an integer of at least 2", lambda v: is_integer(v) and v >= 2))
     label: Optional[str] = MISSING  # a .csv's label column, by name or number; null: the last
     header: Optional[bool] = MISSING  # whether a .csv's first row names its columns; null: detect

@@ -10,6 +10,7 @@ config.
 from __future__ import annotations
 
 import io
+import os
 from importlib import resources
 from typing import Any
 
@@ -31,11 +32,22 @@ def load(data: Any) -> Splits:
         from .shards import stream
 
         return stream.load_splits(
-            data.source, s.shuffle_block, data.num_workers, s.cache_dir, s.cache_gb
+            data.source, s.shuffle_block, readers(data.num_workers), s.cache_dir, s.cache_gb
         )
     return load_splits(
         data.source, data.val_fraction, data.test_fraction, data.split_seed, **table_options(data)
     )
+
+
+def readers(num_workers: int | str) -> int:
+    """`data.num_workers` as a number: `auto` gives each training process of this machine its
+    share of the cores this process may use, less one for the process itself, at most 16
+    (`benchmarks/shard_readers.py` measures what one reader delivers)."""
+    if num_workers != "auto":
+        return int(num_workers)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))  # torchrun's, per machine
+    return max(1, min(16, (cores or 1) // max(processes, 1) - 1))
 
 
 def table_options(data: Any) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from torch import nn
 from tqdm import tqdm
 
 from ..data.batches import epoch_sampler, run_loaders
+from ..data.sources import readers
 from ..data.splits import AnySplit, Splits
 from ..tracking.trackers import Tracker, as_metrics
 from . import checkpoint, outputs
@@ -104,7 +105,7 @@ class Trainer:
         s = self.settings
         train_loader, val_loader = run_loaders(
             splits, self.data.batch_size, self.seed, self.runtime.rank, self.runtime.world_size,
-            self.data.num_workers, pin_memory=self.device.type == "cuda",
+            readers(self.data.num_workers), pin_memory=self.device.type == "cuda",
         )  # fmt: skip
         sampler = epoch_sampler(train_loader)
         batches_per_epoch = math.ceil(sampler.per_rank / self.data.batch_size)
