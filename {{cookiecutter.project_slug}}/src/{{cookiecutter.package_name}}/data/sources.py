@@ -46,7 +46,7 @@ def readers(num_workers: int | str) -> int:
     if num_workers != "auto":
         return int(num_workers)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))  # torchrun's, per machine
+    processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))  # the launcher's, per machine
     return max(1, min(16, (cores or 1) // max(processes, 1) - 1))
 
 
