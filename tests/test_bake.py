@@ -148,8 +148,10 @@ src/{package}/data/shards/index.py
 src/{package}/data/shards/samples.py
 src/{package}/data/shards/stream.py
 src/{package}/data/shards/writer.py
+src/{package}/data/preparation.py
 src/{package}/data/sources.py
 src/{package}/data/splits.py
+src/{package}/data/summary.py
 src/{package}/data/tables.py
 src/{package}/data/uris.py
 src/{package}/evaluate.py
@@ -262,6 +264,7 @@ tests/test_shard_loader.py
 tests/test_shards.py
 tests/test_startup_script.py
 tests/test_sweep.py
+tests/test_tables.py
 tests/test_tasks.py
 tests/test_train.py
 tests/test_wandb.py

@@ -27,7 +27,8 @@ INDEX = "index.json"
     positional=["src", "dest"],
     auto_shortflags=False,  # -h stays --help's (invoke would give it to --shard-size)
     help={
-        "src": "a .npz (x, y), a .csv (a header detected, text columns one-hot) or a folder "
+        "src": "a .npz (x, y), a .csv (a header detected, missing cells filled, numbers "
+        "standardized, text columns one-hot) or a folder "
         "of images, one "
         "sub-folder per class",
         "dest": "a new folder, or an s3://, gs://, az:// prefix",
@@ -35,6 +36,9 @@ INDEX = "index.json"
         "image_size": "WxH: resize every image to it (needed when their sizes differ)",
         "label": "a .csv's label column, by name or number (default: the last)",
         "header": "yes or no: whether a .csv's first row names its columns (default: detected)",
+        "missing": "a .csv's missing cells: fill (train median, own category) or drop the rows",
+        "scaling": "a .csv's numbers: standard, minmax or none (train split's statistics)",
+        "invalid": "a text or infinity among numbers: refuse, or missing",
     },
 )
 def prepare(
@@ -45,10 +49,15 @@ def prepare(
     image_size: str = "",
     label: str = "",
     header: str = "",
+    missing: str = "",
+    scaling: str = "",
+    invalid: str = "",
 ) -> None:
     """Shards of SRC at DEST (invoke data.prepare SRC DEST), with an index and a sha256 each."""
     flags = ["--shard-size", shard_size] + (["--image-size", image_size] if image_size else [])
     flags += (["--label", label] if label else []) + (["--header", header] if header else [])
+    for name, value in (("missing", missing), ("scaling", scaling), ("invalid", invalid)):
+        flags += [f"--{name}", value] if value else []
     command = [sys.executable, "-m", f"{PACKAGE}.prepare", src, dest, *flags]
     c.run(shlex.join(command), pty=False)
 

@@ -8,8 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from {{ cookiecutter.package_name }}.data.preparation import Options
 from {{ cookiecutter.package_name }}.data.sources import kfold_splits, load_arrays, load_splits, load_table
 from {{ cookiecutter.package_name }}.data.splits import DataError
+
+AS_IS = Options(scaling="none")
 
 
 def test_builtin_digits() -> None:
@@ -32,7 +35,7 @@ def test_split_is_fixed_stratified_and_disjoint() -> None:
         shares = np.bincount(part.y, minlength=10) / len(part)
         assert np.all(np.abs(shares - 0.1) < 0.02)
     rows = {part: {row.tobytes() for row in split.x} for part, split in vars(first).items()
-            if part != "num_classes"}  # fmt: skip
+            if part in ("train", "val", "test")}  # fmt: skip
     assert not rows["train"] & rows["test"] and not rows["val"] & rows["test"]
 
 
@@ -52,7 +55,8 @@ def test_npz_and_csv_from_paths_and_uris(tmp_path: Path, uri_prefix: str) -> Non
     np.savez(tmp_path / "d.npz", x=x, y=y)
     np.savetxt(tmp_path / "d.csv", np.column_stack([x, y]), delimiter=",")
     for name in ("d.npz", "d.csv"):
-        loaded_x, loaded_y = load_arrays(f"{uri_prefix}{tmp_path / name}")
+        loaded = load_table(f"{uri_prefix}{tmp_path / name}", options=AS_IS)
+        loaded_x, loaded_y = loaded.x, loaded.y
         assert np.array_equal(loaded_x, x) and np.array_equal(loaded_y, y)
 
 
@@ -68,18 +72,19 @@ def test_a_csv_with_a_header_a_named_label_and_a_text_column(tmp_path: Path) -> 
     """The header is found, `label` names the label column wherever it is, the label's values
     are the class names (sorted), a text column becomes one 0/1 column per category."""
     (tmp_path / "pets.csv").write_text(CSV)
-    table = load_table(str(tmp_path / "pets.csv"), label="species")
+    table = load_table(str(tmp_path / "pets.csv"), label="species", options=AS_IS)
     assert table.classes == ["cat", "dog"] and table.y.tolist() == [0, 1, 0, 1]
     # height, colour as blue/green/red, weight
     assert table.x.tolist()[1] == [2.5, 1.0, 0.0, 0.0, 12.0]
-    assert table.columns[1] == {"name": "colour", "encoding": "one-hot",
+    assert table.columns[1] == {"name": "colour", "kind": "text", "encoding": "one-hot",
                                 "categories": ["blue", "green", "red"]}  # fmt: skip
-    by_number = load_table(str(tmp_path / "pets.csv"), label="2")
+    by_number = load_table(str(tmp_path / "pets.csv"), label="2", options=AS_IS)
     assert np.array_equal(by_number.x, table.x) and by_number.classes == table.classes
-    no_header = load_table(str(tmp_path / "pets.csv"), label="2", header=False)
-    assert len(no_header.y) == 5  # the names are a row, and `species` one more class
+    # Declared without a header, the names are a row: a text among numbers, refused by name.
+    with pytest.raises(DataError, match="column 0, row 1: 'height' is not a finite number"):
+        load_table(str(tmp_path / "pets.csv"), label="2", header=False)
     (tmp_path / "plain.csv").write_text("1,2,0\n3,4,1\n")
-    plain = load_table(str(tmp_path / "plain.csv"))
+    plain = load_table(str(tmp_path / "plain.csv"), options=AS_IS)
     assert plain.x.tolist() == [[1, 2], [3, 4]] and plain.classes == ["0", "1"]
 
 
@@ -105,11 +110,84 @@ def test_a_csv_that_cannot_be_read_is_refused_by_name(
     assert message.format(path=path) in str(caught.value)
 
 
+GAPPY = """size,weight,colour,kind
+1.5,,red,cat
+NA,4000000,blue,dog
+2.5,1000000,,cat
+null,2000000,red,dog
+3.5,N/A,blue,cat
+2.0,3000000,red,dog
+"""
+
+
+def test_missing_cells_are_missing_values_filled_from_the_training_split(tmp_path: Path) -> None:
+    """Empty cells and pandas' markers are missing: a number column stays numbers, its gaps the
+    train split's median, then standardized with the train split's mean and std; a text
+    column's gaps are a category of their own; drop mode leaves those rows out."""
+    path = tmp_path / "gappy.csv"
+    path.write_text(GAPPY)
+    rows = np.array([0, 1, 2, 3])  # the "training split"
+    table = load_table(str(path), fractions=None)
+    raw = table.raw
+    assert raw is not None and raw.missing == [2, 2, 1]
+    from {{ cookiecutter.package_name }}.data.sources import fit_table
+
+    prep = fit_table(raw, rows, Options())
+    size, weight, colour = prep.columns
+    assert size["fill"] == 2.0 and weight["fill"] == 2e6  # medians of rows 0-3's present cells
+    filled = np.array([1.5, 2.0, 2.5, 2.0])
+    assert size["center"] == pytest.approx(filled.mean())
+    assert size["scale"] == pytest.approx(filled.std())
+    assert colour["categories"] == ["blue", "red", "(missing)"]
+    x = prep.transform(raw.values)
+    assert x[:4, 0].mean() == pytest.approx(0, abs=1e-6)
+    assert x[:4, 1].std() == pytest.approx(1, abs=1e-5)
+    assert x[2, 2:].tolist() == [0, 0, 1]  # colour missing
+    # A server's raw rows: the same features for the same cells, nulls and markers alike.
+    served = prep.features([[1.5, None, "red"], {"size": "NaN", "weight": 4e6}])
+    assert np.allclose(served[0], x[0])  # row 0: 1.5, an empty cell, red
+    columns = [np.array([1.5, np.nan]), np.array([np.nan, 4e6]), ["red", None]]
+    assert np.allclose(served, prep.transform(columns))
+    dropped = load_table(str(path), options=Options(missing="drop"))
+    assert dropped.raw is not None and dropped.raw.dropped == 5 and len(dropped.y) == 1
+
+
+@pytest.mark.parametrize(
+    ("cell", "column", "options", "message"),
+    [
+        ("abc", "size", Options(), "column size, row 3: 'abc' is not a finite number, in a column"),
+        ("inf", "size", Options(), "column size, row 3: 'inf' is not a finite number"),
+        ("", "kind", Options(), "column kind, row 3: the label is missing"),
+        ("abc", "size", Options(invalid="missing"), None),
+        ("", "kind", Options(missing="drop"), None),
+    ],
+)  # fmt: skip
+def test_a_bad_cell_is_refused_in_one_line_naming_it_or_taken_by_the_rule(
+    tmp_path: Path, cell: str, column: str, options: Options, message: str | None
+) -> None:
+    path = tmp_path / "pets.csv"
+    lines = CSV.splitlines()
+    cells = lines[2].split(",")
+    cells[{"size": 0, "kind": 2}[column]] = cell
+    names = lines[0].replace("height", "size").replace("species", "kind")
+    path.write_text("\n".join([names, lines[1], ",".join(cells), *lines[3:]]) + "\n")
+    if message is None:
+        table = load_table(str(path), label="kind", options=options)
+        assert np.isfinite(table.x).all()
+        assert len(table.y) == (3 if options.missing == "drop" else 4)
+        return
+    with pytest.raises(DataError) as caught:
+        load_table(str(path), label="kind", options=options)
+    assert str(caught.value).startswith(f"{path}: {message}") and "\n" not in str(caught.value)
+
+
 def test_bad_sources_are_named(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"nope\.npz"):
         load_arrays(str(tmp_path / "nope.npz"))
     with pytest.raises(DataError, match="must end with one of"):
         load_arrays(str(tmp_path / "data.parquet"))
+    with pytest.raises(DataError, match=r"is a folder: make shards of it with `invoke data\."):
+        load_arrays(str(tmp_path))
     with pytest.raises(DataError, match="unknown built-in dataset 'mnist'"):
         load_arrays("builtin:mnist")
     np.savez(tmp_path / "wrong.npz", features=np.zeros(3))

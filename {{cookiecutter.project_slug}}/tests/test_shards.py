@@ -282,20 +282,24 @@ def test_a_folder_of_images_becomes_shards_and_trains(tmp_path: Path) -> None:
     assert read_metrics(tmp_path / "run")["epochs"] == 1
 
 
-def test_a_csv_with_a_header_becomes_shards_that_say_how_it_was_encoded(tmp_path: Path) -> None:
-    rows = "".join(f"{i / 10},{('red', 'blue')[i % 2]},{('cat', 'dog')[i % 2]}\n"
-                   for i in range(30))  # fmt: skip
+def test_a_csv_with_a_header_becomes_shards_that_say_how_it_was_prepared(tmp_path: Path) -> None:
+    """data.prepare reports each column (type, encoding, missing cells and what was done) and
+    the classes, and the index carries the preparation fitted on the train split."""
+    rows = "".join(f"{'' if i % 10 == 3 else i / 10},{('red', 'blue')[i % 2]},"
+                   f"{('cat', 'dog')[i % 2]}\n" for i in range(30))  # fmt: skip
     (tmp_path / "pets.csv").write_text("height,colour,species\n" + rows)
     done = invoke_cli("data.prepare", str(tmp_path / "pets.csv"), str(tmp_path / "shards"),
                       "--label", "species")  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "column colour: one-hot, blue, red" in done.stdout
+    said = "column height: numbers, standard scaling, 3 missing (filled with the train median"
+    assert said in done.stdout
+    assert "column colour: texts, 2 categories, one-hot, none missing" in done.stdout
+    assert "classes: cat 15, dog 15" in done.stdout
     index = json.loads((tmp_path / "shards" / INDEX).read_text())
     assert index["classes"] == ["cat", "dog"] and index["layout"]["shape"] == [3]
-    assert index["columns"] == [
-        {"name": "height", "encoding": "number"},
-        {"name": "colour", "encoding": "one-hot", "categories": ["blue", "red"]},
-    ]
+    height, colour = index["preparation"]["columns"]
+    assert height["kind"] == "number" and height["scale"] > 0 and 0 < height["fill"] < 3
+    assert colour["categories"] == ["blue", "red"]
 
 
 @pytest.fixture(scope="module")

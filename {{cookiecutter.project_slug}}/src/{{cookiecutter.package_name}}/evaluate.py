@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from .config import command
 from .config.schema import SplitName
+from .data.preparation import Preparation
 from .data.sources import load
 from .training import outputs, storage
 
@@ -35,7 +36,9 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     if cfg.data_source:
         data.source = cfg.data_source
     source = data.source
-    splits = load(data)
+    # A table is prepared as in training (its saved fill values, scaling and categories).
+    saved = state.get("preparation")
+    splits = load(data, Preparation.from_dict(saved) if saved else None)
     metrics = evaluate_split(model, getattr(splits, split), cfg.batch_size, split)
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     outputs.log_summary(

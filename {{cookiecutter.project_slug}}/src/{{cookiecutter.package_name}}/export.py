@@ -10,6 +10,8 @@ RUN is a run folder (its best checkpoint) or a checkpoint file. The folder, `RUN
                  predicted-class counts and top-confidence histogram: what live traffic is
                  compared with for drift (serving/drift.py)
   parity.npz     a fixed batch of validation inputs and the trained model's logits for them
+  preparation.json  a table's fitted preparation (data/preparation.py): the server turns raw
+                 rows into features with it, and the parity batch is those rows prepared by it
 
 The exported model must give the trained model's logits on that batch within the tolerance
 below, or nothing is written and the export fails in one line. The folder appears whole or not
@@ -32,6 +34,8 @@ from typing import Any
 import numpy as np
 from omegaconf import OmegaConf
 
+from .data.preparation import FILE as PREPARATION_FILE
+from .data.preparation import Preparation
 from .data.splits import DataError, Split
 from .serving.drift import feature_bins, softmax
 
@@ -89,17 +93,35 @@ def git_commit(folder: Path) -> str | None:
     return done.stdout.strip() or None
 
 
-def _classes_and_preprocessing(data: Any) -> tuple[list[str], dict[str, Any]]:
+def _classes_and_preprocessing(
+    data: Any, preparation: Preparation | None
+) -> tuple[list[str], dict[str, Any]]:
     """Class names and what was done to the inputs before the model saw them (data read whole:
-    a built-in dataset or a file)."""
+    a built-in dataset or a file; a table's the run's fitted preparation)."""
     from .data.sources import BUILTIN_PREFIX, load_table, table_options
 
     source = str(data.source)
+    if preparation is not None:
+        steps = f"raw rows through {PREPARATION_FILE}: one cell per column, null where missing"
+        return preparation.classes, {"source": source, "inputs": steps, **preparation.to_dict()}
     table = load_table(source, **table_options(data))
     if source.startswith(BUILTIN_PREFIX):
         steps = "8x8 pixel counts 0..16 divided by 16, one channel first: (1, 8, 8) float32"
         return table.classes, {"source": source, "inputs": steps}
-    return table.classes, {"source": source, "inputs": "float32 features", "columns": table.columns}
+    return table.classes, {"source": source, "inputs": "float32 features"}
+
+
+def _raw_parity_rows(data: Any, preparation: Preparation, count: int) -> list[list[Any]]:
+    """The first `count` validation rows of the run's table as a client would send them."""
+    from .data.sources import load_table, table_options
+    from .data.splits import split_indices
+
+    options = table_options(data)
+    table = load_table(str(data.source), options["label"], options["header"], options["options"],
+                       preparation=preparation)  # fmt: skip
+    assert table.raw is not None
+    val = split_indices(table.y, data.val_fraction, data.test_fraction, data.split_seed)[1]
+    return table.raw.rows(val[:count])
 
 
 def export(path: str, fmt: str | None = None) -> Path:
@@ -123,7 +145,9 @@ def export(path: str, fmt: str | None = None) -> Path:
     state = checkpoint.load(found)
     trained = OmegaConf.create(state["config"])
     model = load_trained(trained.model, found, state, "cpu")
-    splits = load(trained.data)
+    saved = state.get("preparation")
+    preparation = Preparation.from_dict(saved) if saved else None
+    splits = load(trained.data, preparation)
     if not isinstance(splits.val, Split) or len(splits.val) == 0:
         raise ExportError(
             "the run's validation split is streamed (data=shards) or empty: export reads it "
@@ -139,7 +163,12 @@ def export(path: str, fmt: str | None = None) -> Path:
         all_logits = formats.logits(model, val_x.astype(np.float32))  # the trained model, once
         expected = all_logits[: len(batch)]
         file_name = formats.write(model, batch, staging, fmt)
-        got = formats.load(staging, file_name)(batch)
+        served_batch = batch
+        if preparation is not None:  # as the server will: raw rows, the saved preparation
+            preparation.save(staging)
+            rows = _raw_parity_rows(trained.data, preparation, len(batch))
+            served_batch = Preparation.load(staging).features(rows)  # type: ignore[union-attr]
+        got = formats.load(staging, file_name)(served_batch)
         gap = float(np.max(np.abs(got - expected) - RTOL * np.abs(expected)))
         if got.shape != expected.shape or gap > ATOL:
             raise ExportError(
@@ -149,7 +178,7 @@ def export(path: str, fmt: str | None = None) -> Path:
             )
         np.savez(staging / "reference.npz", **reference(val_x, all_logits, splits.num_classes))
         np.savez(staging / "parity.npz", x=batch, logits=expected)
-        classes, preprocessing = _classes_and_preprocessing(trained.data)
+        classes, preprocessing = _classes_and_preprocessing(trained.data, preparation)
         metrics_file = run_dir / "metrics.json"
         card = {
             "format": fmt,

@@ -1,7 +1,8 @@
 """Shards for `data=shards`: `python -m PACKAGE.prepare SRC DEST` (`invoke data.prepare`).
 
-SRC is a `.npz` (arrays x, y) or a `.csv` (last column the label), or a folder of images with one
-sub-folder per class (data/shards/samples.py); DEST a folder or an s3://, gs://, az:// prefix
+SRC is a `.npz` (arrays x, y) or a `.csv` (last column the label; prepared as a run prepares it,
+fitted on the train split: data/preparation.py), or a folder of images with one sub-folder per
+class (data/shards/samples.py); DEST a folder or an s3://, gs://, az:// prefix
 (data/shards/writer.py writes it, index.json last).
 """
 
@@ -11,6 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from .data.preparation import CHOICES, Options
 from .data.shards.index import SPLITS
 from .data.shards.writer import DEFAULT_SHARD_MB, prepare
 from .data.splits import DataError
@@ -35,6 +37,11 @@ def main(argv: list[str] | None = None) -> None:
         "--header", default=None, choices=["yes", "no"],
         help="whether a .csv's first row names its columns (default: detected)",
     )  # fmt: skip
+    for name, choices in CHOICES.items():
+        parser.add_argument(
+            f"--{name}", default=getattr(defaults, name), choices=choices,
+            help=f"a .csv's {name} (data.{name}; default: %(default)s)",
+        )  # fmt: skip
     args = parser.parse_args(argv)
     try:
         size = _image_size(args.image_size)
@@ -54,6 +61,7 @@ def main(argv: list[str] | None = None) -> None:
             image_size=size,
             label=args.label,
             header=None if args.header is None else args.header == "yes",
+            options=Options(args.missing, args.scaling, args.invalid),
         )
     except (DataError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -65,9 +73,8 @@ def main(argv: list[str] | None = None) -> None:
         + ", ".join(f"{counts[name]} {name}" for name in SPLITS)
         + f", samples {'x'.join(map(str, index['layout']['shape']))} {index['layout']['dtype']}"
     )
-    for column in index.get("columns", []):
-        if column["encoding"] == "one-hot":
-            print(f"column {column['name']}: one-hot, {', '.join(column['categories'])}")
+    for line in index.get("summary", []):  # a .csv's columns, missing cells, classes
+        print(line)
     skipped = index.get("skipped", [])
     if skipped:
         shown = ", ".join(skipped[:5]) + (", ..." if len(skipped) > 5 else "")

@@ -60,6 +60,22 @@ class Mode(StrEnum):
     max = "max"
 
 
+class MissingValues(StrEnum):
+    fill = "fill"
+    drop = "drop"
+
+
+class Scaling(StrEnum):
+    standard = "standard"
+    minmax = "minmax"
+    none = "none"
+
+
+class InvalidValues(StrEnum):
+    refuse = "refuse"
+    missing = "missing"
+
+
 class SplitName(StrEnum):
     train = "train"
     val = "val"
@@ -85,6 +101,9 @@ class DataConfig:
     folds: int = key(Rule("an integer of at least 2", lambda v: is_integer(v) and v >= 2))
     label: Optional[str] = MISSING  # a .csv's label column, by name or number; null: the last
     header: Optional[bool] = MISSING  # whether a .csv's first row names its columns; null: detect
+    missing: MissingValues = MISSING  # a .csv's missing cells (data/preparation.py)
+    scaling: Scaling = MISSING
+    invalid: InvalidValues = MISSING
     shards: Optional[ShardsConfig] = MISSING
 
 

@@ -2,31 +2,39 @@
 
 `data.source` is either `builtin:digits` (8x8 handwritten digits shipped in `datasets/`) or a
 path/URI (uris.py) to a `.npz` with arrays `x` and `y`, or a `.csv` (tables.py: a header, a
-label column, text columns); both are read whole and split (splits.py). Data larger than memory
+label column, text columns, missing cells; preparation.py fits their preparation on the training
+split); both are read whole and split (splits.py). Data larger than memory
 is prepared into shards and streamed instead (`data=shards`, shards/); `load` picks by the data
 config.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
+import logging
 import os
 from importlib import resources
 from typing import Any
 
 import numpy as np
 
-from .splits import DataError, Split, Splits, split, stratified_parts
-from .tables import Table, read_csv
-from .uris import read_bytes
+from . import summary
+from .preparation import Options, Preparation, fit
+from .splits import DataError, Split, Splits, split, split_indices, stratified_parts
+from .tables import RawTable, Table, read_csv
+from .uris import is_local, local_path, read_bytes
+
+log = logging.getLogger(__name__)
 
 BUILTIN_PREFIX = "builtin:"
 BUILTIN_DATASETS = ("digits",)
 FILE_FORMATS = (".npz", ".csv")
 
 
-def load(data: Any) -> Splits:
-    """The splits a data config names: prepared shards (`data=shards`) or arrays read whole."""
+def load(data: Any, preparation: Preparation | None = None) -> Splits:
+    """The splits a data config names: prepared shards (`data=shards`) or arrays read whole (a
+    table prepared by `preparation`, a run's saved one, or one fitted on its training split)."""
     s = getattr(data, "shards", None)  # absent from checkpoints made before shards existed
     if s is not None:
         from .shards import stream
@@ -35,8 +43,9 @@ def load(data: Any) -> Splits:
             data.source, s.shuffle_block, readers(data.num_workers), s.cache_dir, s.cache_gb
         )
     return load_splits(
-        data.source, data.val_fraction, data.test_fraction, data.split_seed, **table_options(data)
-    )
+        data.source, data.val_fraction, data.test_fraction, data.split_seed,
+        preparation=preparation, **table_options(data),
+    )  # fmt: skip
 
 
 def readers(num_workers: int | str) -> int:
@@ -51,20 +60,43 @@ def readers(num_workers: int | str) -> int:
 
 
 def table_options(data: Any) -> dict[str, Any]:
-    """A data config's `label` and `header`, for a .csv (absent from configs made before)."""
-    return {"label": getattr(data, "label", None), "header": getattr(data, "header", None)}
+    """A data config's `label`, `header` and preparation choices, for a .csv (absent from
+    configs made before them: their defaults)."""
+    return {"label": getattr(data, "label", None), "header": getattr(data, "header", None),
+            "options": Options.of(data)}  # fmt: skip
 
 
-def load_table(source: str, label: str | int | None = None, header: bool | None = None) -> Table:
-    """Features, labels and class names from a built-in dataset name or a path/URI."""
+def load_table(
+    source: str,
+    label: str | int | None = None,
+    header: bool | None = None,
+    options: Options | None = None,
+    fractions: tuple[float, float, int] | None = None,
+    preparation: Preparation | None = None,
+) -> Table:
+    """Features, labels and class names from a built-in dataset name or a path/URI. A .csv is
+    prepared by `preparation`, or by one fitted on the training split that `fractions` (val,
+    test, seed) make (on every row without them)."""
     if source.startswith(BUILTIN_PREFIX):
         x, y = _load_builtin(source.removeprefix(BUILTIN_PREFIX))
         return Table(x, y, [str(c) for c in range(int(y.max()) + 1)])
+    if is_local(source) and local_path(source).is_dir():
+        raise DataError(
+            f"{source} is a folder: make shards of it with `invoke data.prepare {source} DEST`, "
+            "then train with data=shards data.source=DEST"
+        )
     if not source.endswith(FILE_FORMATS):
         raise DataError(f"data source {source!r} must end with one of {FILE_FORMATS}")
     raw = read_bytes(source)
     if source.endswith(".csv"):
-        return read_csv(raw, source, label, header)
+        table = read_csv(raw, source, label, header, options)
+        if preparation is None:
+            rows = split_indices(table.y, *fractions)[0] if fractions else np.arange(len(table.y))
+            preparation = fit_table(table, rows, options or Options())
+        else:
+            table = _as_trained(table, preparation)
+        x = preparation.transform(table.values)
+        return Table(x, table.y, preparation.classes, preparation.columns, table, preparation)
     with np.load(io.BytesIO(raw)) as archive:
         if not {"x", "y"} <= set(archive.files):
             raise DataError(f"{source!r} must hold arrays 'x' and 'y', found {archive.files}")
@@ -75,6 +107,27 @@ def load_table(source: str, label: str | int | None = None, header: bool | None 
         raise DataError(f"{source!r}: no samples")
     y = y.astype(np.int64)
     return Table(x.astype(np.float32), y, [str(c) for c in range(int(y.max()) + 1)])
+
+
+def fit_table(table: RawTable, rows: np.ndarray, options: Options) -> Preparation:
+    return fit(table.names, table.values, rows, options, table.label, table.classes)
+
+
+def _as_trained(table: RawTable, preparation: Preparation) -> RawTable:
+    """A file read for a trained model: its columns and labels must be the model's."""
+    if table.names != preparation.names:
+        raise DataError(f"{table.source}: columns {', '.join(table.names)}; the model was trained "
+                        f"on {', '.join(preparation.names)}")  # fmt: skip
+    for name, values, column in zip(table.names, table.values, preparation.columns, strict=True):
+        if isinstance(values, np.ndarray) != (column["kind"] == "number"):
+            kind = "numbers" if column["kind"] == "number" else "texts"
+            raise DataError(f"{table.source}: column {name}: the model was trained on {kind}")
+    unknown = sorted(set(table.classes) - set(preparation.classes))
+    if unknown:
+        raise DataError(f"{table.source}: label {unknown[0]!r} is no class of the model's: "
+                        f"{', '.join(preparation.classes)}")  # fmt: skip
+    codes = np.array([preparation.classes.index(name) for name in table.classes])
+    return dataclasses.replace(table, y=codes[table.y], classes=preparation.classes)
 
 
 def load_arrays(
@@ -102,10 +155,20 @@ def load_splits(
     split_seed: int,
     label: str | int | None = None,
     header: bool | None = None,
+    options: Options | None = None,
+    preparation: Preparation | None = None,
 ) -> Splits:
     """Read a data source and split it; the entry point the training scripts use."""
-    x, y = load_arrays(source, label, header)
-    return split(x, y, val_fraction, test_fraction, split_seed)
+    fractions = (val_fraction, test_fraction, split_seed)
+    table = load_table(source, label, header, options, fractions, preparation)
+    splits = split(table.x, table.y, *fractions)
+    if table.raw is None or table.preparation is None:
+        return splits
+    sizes = {name: len(getattr(splits, name)) for name in ("train", "val", "test")}
+    summary.log_summary(table.raw, table.preparation, sizes)
+    return dataclasses.replace(
+        splits, num_classes=len(table.classes), preparation=table.preparation
+    )
 
 
 def kfold_splits(
@@ -119,26 +182,32 @@ def kfold_splits(
     """Stratified k-fold over train+val; the test split stays untouched.
 
     Fold i holds out the i-th part as its `test` and splits the rest into train and val, so every
-    fold trains, early-stops and reports exactly like a normal run.
+    fold trains, early-stops and reports exactly like a normal run; a table's preparation is
+    fitted on each fold's own train part.
     """
     if folds < 2:
         raise DataError(f"data.folds must be at least 2, got {folds}")
-    pool = load_splits(source, val_fraction, test_fraction, split_seed, **options)
-    assert isinstance(pool.train, Split) and isinstance(pool.val, Split)
-    x = np.concatenate([pool.train.x, pool.val.x])
-    y = np.concatenate([pool.train.y, pool.val.y])
+    table = load_table(source, options.get("label"), options.get("header"), options.get("options"))
+    pool_train, pool_val, _ = split_indices(table.y, val_fraction, test_fraction, split_seed)
+    pool = np.concatenate([pool_train, pool_val])
+    y = table.y[pool]
     parts = stratified_parts(y, [1.0 / folds] * (folds - 1), split_seed)
     fold_splits = []
     for held_out in range(folds):
         keep = np.concatenate([part for i, part in enumerate(parts) if i != held_out])
         train, val = (keep[p] for p in stratified_parts(y[keep], [val_fraction], split_seed))
         test = parts[held_out]
+        preparation, x = table.preparation, table.x[pool]
+        if table.raw is not None:
+            preparation = fit_table(table.raw, pool[train], options.get("options") or Options())
+            x = preparation.transform(table.raw.values)[pool]
         fold_splits.append(
             Splits(
                 train=Split(x[train], y[train]),
                 val=Split(x[val], y[val]),
                 test=Split(x[test], y[test]),
-                num_classes=pool.num_classes,
+                num_classes=len(table.classes),
+                preparation=preparation,
             )
         )
     return fold_splits

@@ -6,7 +6,7 @@ Framework-neutral on purpose: the training loop turns these arrays into its own 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 
@@ -44,6 +44,7 @@ class Splits:
     val: AnySplit
     test: AnySplit
     num_classes: int
+    preparation: Any = None  # a table's fitted Preparation (preparation.py), saved with the run
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -64,16 +65,23 @@ def stratified_parts(y: np.ndarray, fractions: list[float], seed: int) -> list[n
     return [rng.permutation(np.concatenate(part)) for part in parts]
 
 
-def split(
-    x: np.ndarray, y: np.ndarray, val_fraction: float, test_fraction: float, seed: int
-) -> Splits:
-    """Stratified train/val/test split; the same seed always gives the same split."""
+def split_indices(
+    y: np.ndarray, val_fraction: float, test_fraction: float, seed: int
+) -> list[np.ndarray]:
+    """The train, val and test indices of a stratified split; the same seed, the same split."""
     for name, fraction in (("val_fraction", val_fraction), ("test_fraction", test_fraction)):
         if not 0.0 < fraction < 1.0:
             raise DataError(f"data.{name} must be between 0 and 1, got {fraction}")
     if val_fraction + test_fraction >= 1.0:
         raise DataError("data.val_fraction + data.test_fraction must leave data to train on")
-    train, val, test = stratified_parts(y, [val_fraction, test_fraction], seed)
+    return stratified_parts(y, [val_fraction, test_fraction], seed)
+
+
+def split(
+    x: np.ndarray, y: np.ndarray, val_fraction: float, test_fraction: float, seed: int
+) -> Splits:
+    """Stratified train/val/test split; the same seed always gives the same split."""
+    train, val, test = split_indices(y, val_fraction, test_fraction, seed)
     return Splits(
         train=Split(x[train], y[train]),
         val=Split(x[val], y[val]),

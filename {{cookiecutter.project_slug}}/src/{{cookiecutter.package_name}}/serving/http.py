@@ -203,7 +203,7 @@ class App:
             raise RequestError(400, 'the body is not JSON: send {"instances": [...]}') from None
         if not isinstance(payload, dict) or "instances" not in payload:
             raise RequestError(400, 'the body must be a JSON object with "instances": [...]')
-        inputs = as_batch(payload["instances"], model.shape)
+        inputs = as_batch(model.prepared(payload["instances"]), model.shape)
         probabilities = (await self._predicted(request, inputs))[:, 1]
         classes, rounded = model.classes, probabilities.round(6).tolist()
         chosen, confidence = probabilities.argmax(1).tolist(), probabilities.max(1).tolist()

@@ -11,6 +11,9 @@ from typing import Any
 
 import numpy as np
 
+from ..data.preparation import Preparation
+from ..data.splits import DataError
+
 MAX_INSTANCES = 1024  # per request; more is a 413, not a slow answer
 
 
@@ -27,6 +30,19 @@ class ServedModel:
     folder: Path
     card: dict[str, Any]
     predict: Any  # float32 batch -> logits, from training/formats.py
+    preparation: Preparation | None = None  # a table's: raw rows -> features
+
+    def prepared(self, instances: Any) -> Any:
+        """A table model's raw rows (numbers, texts, null where missing) as feature rows, as
+        training prepared them; other models' instances as they are."""
+        if self.preparation is None or not isinstance(instances, list) or not instances:
+            return instances
+        if len(instances) > MAX_INSTANCES:
+            return instances  # as_batch answers 413
+        try:
+            return self.preparation.features(instances).tolist()
+        except DataError as error:
+            raise RequestError(400, str(error)) from None
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -45,7 +61,8 @@ def load(folder: Path) -> ServedModel:
     if not card_file.is_file():
         raise FileNotFoundError(f"{folder}: no model.json (write one with invoke export --run RUN)")
     card = json.loads(card_file.read_text(encoding="utf-8"))
-    return ServedModel(folder, card, formats.load(folder, card["file"]))
+    predict = formats.load(folder, card["file"])
+    return ServedModel(folder, card, predict, Preparation.load(folder))
 
 
 def as_batch(instances: Any, shape: tuple[int, ...]) -> np.ndarray:

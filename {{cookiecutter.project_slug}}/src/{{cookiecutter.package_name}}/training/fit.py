@@ -41,6 +41,8 @@ def fit_and_test(
     try:  # the exporter is closed (its announcement removed) if the trackers cannot start
         runtime.seed_everything(cfg.seed, cfg.trainer.deterministic)
         config = outputs.write_resolved_config(cfg, run_dir) if rt.is_main else {}
+        if rt.is_main and splits.preparation is not None:  # a table's, for evaluate and export
+            splits.preparation.save(run_dir)
         log.info(
             "data %s: %d train / %d val / %d test, input %s, %d classes",
             cfg.data.source,
@@ -112,6 +114,7 @@ def parts(cfg: DictConfig, splits: Splits, config: dict[str, Any]) -> TrainerPar
             "config": config,
             "input_shape": splits.input_shape,
             "num_classes": splits.num_classes,
+            **({"preparation": splits.preparation.to_dict()} if splits.preparation else {}),
         },
     )
 

@@ -56,6 +56,7 @@ class Index:
     num_classes: int
     classes: list[str]
     splits: dict[str, list[Shard]]
+    preparation: dict | None = None  # a .csv's fitted preparation (data/preparation.py)
 
     @classmethod
     def read(cls, root: str) -> Index:
@@ -90,6 +91,7 @@ class Index:
             num_classes=int(raw["num_classes"]),
             classes=list(raw["classes"]),
             splits={name: [Shard(**s) for s in raw["splits"][name]] for name in SPLITS},
+            preparation=raw.get("preparation"),
         )
 
 

@@ -10,8 +10,10 @@ from typing import Any
 
 import numpy as np
 
+from ..preparation import Options, Preparation
 from ..sources import load_table
 from ..splits import DataError
+from ..summary import lines
 from ..uris import is_local, local_path
 from .index import Layout
 
@@ -27,14 +29,32 @@ class Source:
     classes: list[str]
     features: Any  # features(i) -> the i-th sample as an array of the layout
     columns: list[dict] = field(default_factory=list)  # a .csv's columns, and their encoding
+    preparation: Preparation | None = None  # a .csv's, fitted on the train split
+    summary: list[str] = field(default_factory=list)  # a .csv's (data/summary.py)
     skipped: list[str] = field(default_factory=list)  # files of an image folder left out
 
 
-def arrays_source(path: str, label: str | None = None, header: bool | None = None) -> Source:
-    table = load_table(path, label, header)
+def arrays_source(
+    path: str,
+    label: str | None = None,
+    header: bool | None = None,
+    options: Options | None = None,
+    fractions: tuple[float, float, int] | None = None,
+) -> Source:
+    """A .npz's or a .csv's rows (a .csv prepared as a run would: fitted on the train split
+    that `fractions` make)."""
+    table = load_table(path, label, header, options, fractions)
     x = table.x
     layout = Layout(tuple(x.shape[1:]), "float32")
-    return Source(layout, table.y, table.classes, lambda i: x[i], table.columns)
+    said: list[str] = []
+    if table.raw is not None and table.preparation is not None and fractions:
+        from ..splits import split_indices
+
+        parts = split_indices(table.y, *fractions)
+        sizes = dict(zip(("train", "val", "test"), map(len, parts), strict=True))
+        said = lines(table.raw, table.preparation, sizes)
+    return Source(layout, table.y, table.classes, lambda i: x[i], table.columns,
+                  table.preparation, said)  # fmt: skip
 
 
 def images_source(folder: Path, size: tuple[int, int] | None) -> Source:
@@ -80,9 +100,11 @@ def open_source(
     image_size: tuple[int, int] | None,
     label: str | None = None,
     header: bool | None = None,
+    options: Options | None = None,
+    fractions: tuple[float, float, int] | None = None,
 ) -> Source:
     if is_local(src) and local_path(src).is_dir():
         return images_source(local_path(src), image_size)
     if not src.endswith((".npz", ".csv")):
         raise DataError(f"{src!r}: give a .npz, a .csv or a folder of images (one per class)")
-    return arrays_source(src, label, header)
+    return arrays_source(src, label, header, options, fractions)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..preparation import Preparation
 from ..splits import Splits
 from .cache import ShardReader, reader_for
 from .index import SPLITS, Index, Shard
@@ -196,4 +197,5 @@ def load_splits(
         name: ShardSplit(index, name, shuffle_block, readers, cache_dir, cache_bytes)
         for name in SPLITS
     }
-    return Splits(num_classes=index.num_classes, **parts)
+    prepared = Preparation.from_dict(index.preparation) if index.preparation else None
+    return Splits(num_classes=index.num_classes, preparation=prepared, **parts)

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ..preparation import Options
 from ..splits import DataError, stratified_parts
 from ..uris import FSSPEC_BACKENDS, is_local, local_path
 from .cache import sha256_of
@@ -69,11 +70,13 @@ def prepare(
     image_size: tuple[int, int] | None = None,
     label: str | None = None,
     header: bool | None = None,
+    options: Options | None = None,
 ) -> dict[str, Any]:
     """Write the shards and index of `src` to `dest`; returns the index (under `skipped`, the
     files of an image folder it left out)."""
     _refuse_existing(dest)
-    source = open_source(src, image_size, label, header)
+    fractions = (val_fraction, test_fraction, split_seed)
+    source = open_source(src, image_size, label, header, options, fractions)
     if len(source.labels) < 3:
         raise DataError(f"{src}: {len(source.labels)} samples; a split needs at least 3")
     train, val, test = stratified_parts(source.labels, [val_fraction, test_fraction], split_seed)
@@ -95,6 +98,9 @@ def prepare(
             "num_classes": len(source.classes),
             "classes": source.classes,
             **({"columns": source.columns} if source.columns else {}),  # a .csv's encoding
+            # A .csv's fitted preparation, which a run on the shards saves as its own.
+            **({"preparation": source.preparation.to_dict()} if source.preparation else {}),
+            **({"summary": source.summary} if source.summary else {}),
             **({"skipped": source.skipped} if source.skipped else {}),  # an image folder's
             "splits": listed,
         }  # fmt: skip
