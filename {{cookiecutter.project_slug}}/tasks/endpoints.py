@@ -162,8 +162,9 @@ def _record(name: str | None, usage: str, elsewhere: str = "") -> dict[str, Any]
 
 @task(help={"cloud": "only this cloud's; and ask it for the project's made elsewhere"})
 def endpoints(c: Context, cloud: str = "") -> None:
-    """The endpoints deployed from here (with --cloud, also the project's made elsewhere):
-    where, on what, their state and price per hour."""
+    """The endpoints deployed from here: where, on what, their state and price per hour.
+
+    With --cloud, also the project's made elsewhere."""
     if cloud:
         _engine(cloud)  # a cloud deploy does not know: one line, exit 2
     rows = [["NAME", "CLOUD", "INSTANCE", "COUNT", "STATE", "USD/H", "RUN", "CREATED"]]
@@ -220,8 +221,9 @@ def _made_elsewhere(cloud: str, recorded: set[str]) -> list[common.Found] | None
 )  # fmt: skip
 # None, not "": invoke fills a positional argument only while it is None.
 def predict(c: Context, endpoint: str = "", file: str | None = None) -> None:
-    """Send a JSON file of inputs to an endpoint, print its predictions: invoke predict
-    --endpoint NAME FILE."""
+    """Send a JSON file of inputs to an endpoint and print its predictions.
+
+    invoke predict --endpoint NAME FILE."""
     record = _record(endpoint, "invoke predict needs --endpoint NAME and a JSON FILE")
     if not file:
         raise Exit("error: invoke predict needs a JSON FILE after --endpoint NAME", 2)
@@ -250,8 +252,9 @@ def predict(c: Context, endpoint: str = "", file: str | None = None) -> None:
     positional=["name"],
 )
 def undeploy(c: Context, name: str | None = None, cloud: str = "", dry_run: bool = False) -> None:
-    """Delete an endpoint and all deploy made for it (config, model, scaling, archive): invoke
-    undeploy NAME (--cloud=C for one of the project's made elsewhere)."""
+    """Delete an endpoint and all deploy made for it: config, model, scaling, archive.
+
+    invoke undeploy NAME (--cloud=C for one of the project's made elsewhere)."""
     cmd = Commands(dry_run=dry_run)
     if name and cloud and common.load(name) is None:
         engine, options = _engine(cloud), _made_elsewhere_settings(cloud, name, cmd)

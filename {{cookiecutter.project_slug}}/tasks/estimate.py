@@ -133,8 +133,9 @@ def estimate(
     nodes: str = "1,2,4,8", spot: bool = False, threads: str = "", top: str = "15", gpu: str = "",
     repeats: str = "1",
 ) -> None:  # fmt: skip
-    """Time and cost of the run (overrides after --) on each machine x node count: profiled
-    here, modeled for the cloud's machines, cheapest and fastest marked."""
+    """Time and cost of the run (overrides after --) on each machine and node count.
+
+    Profiled here, modeled for the cloud's machines, the cheapest and the fastest marked."""
     if gpu:
         raise Exit(
             f"error: --gpu {gpu}: a GPU's speed cannot be read from this machine's CPU profile; "

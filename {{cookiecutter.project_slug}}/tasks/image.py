@@ -244,8 +244,9 @@ def _uv() -> list[str]:
     }
 )
 def lock(c: Context, find_links: str = "", upgrade: bool = False) -> None:
-    """Regenerate the image locks requirements/gpu.txt and cpu.txt from pyproject.toml, and
-    the serving image's, requirements/serve-gpu.txt and serve-cpu.txt."""
+    """Regenerate the training and serving images' locks from pyproject.toml.
+
+    requirements/gpu.txt and cpu.txt, and the serving image's serve-gpu.txt and serve-cpu.txt."""
     compile_ = [
         *_uv(),
         *("pip", "compile", "--quiet", "--native-tls", "--generate-hashes", "--no-annotate"),

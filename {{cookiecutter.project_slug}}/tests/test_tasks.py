@@ -42,6 +42,10 @@ def test_list_and_help() -> None:
     helped = invoke("train", "--help")
     assert helped.returncode == 0 and "--gpus" in helped.stdout
     names = re.findall(r"^  (\S+)", listed.stdout, re.MULTILINE)  # continuations go deeper
+    # Each task's help line (its docstring's first line) is a whole sentence, never cut off.
+    helps = re.findall(r"^  (\S+) +(.*(?:\n {4,}.*)*)", listed.stdout, re.MULTILINE)
+    cut = [name for name, text in helps if not " ".join(text.split()).endswith(".")]
+    assert len(helps) == len(names) and cut == []
     assert len(names) > 15
     for name in names:  # a task's own short flags never take -h (--shard-size once did)
         helped = invoke(name, "-h")
