@@ -11,6 +11,7 @@ import pytest
 from {{ cookiecutter.package_name }}.data.preparation import Options
 from {{ cookiecutter.package_name }}.data.sources import kfold_splits, load_arrays, load_splits, load_table
 from {{ cookiecutter.package_name }}.data.splits import DataError
+from {{ cookiecutter.package_name }}.data.summary import lines
 
 AS_IS = Options(scaling="none")
 
@@ -148,6 +149,11 @@ def test_missing_cells_are_missing_values_filled_from_the_training_split(tmp_pat
     assert np.allclose(served[0], x[0])  # row 0: 1.5, an empty cell, red
     columns = [np.array([1.5, np.nan]), np.array([np.nan, 4e6]), ["red", None]]
     assert np.allclose(served, prep.transform(columns))
+    said = lines(raw, prep, {"train": 4, "val": 1, "test": 1})
+    assert "column size: numbers, standard scaling, 2 missing (filled with the train median 2)" in said
+    assert "column colour: texts, 3 categories, one-hot, 1 missing (a category of their own)" in said
+    assert "classes: cat 3, dog 3" in said
+    assert any(line.startswith("warning: class cat has 3 rows (under 10)") for line in said)
     dropped = load_table(str(path), options=Options(missing="drop"))
     assert dropped.raw is not None and dropped.raw.dropped == 5 and len(dropped.y) == 1
 
