@@ -150,10 +150,19 @@ def test_missing_cells_are_missing_values_filled_from_the_training_split(tmp_pat
     columns = [np.array([1.5, np.nan]), np.array([np.nan, 4e6]), ["red", None]]
     assert np.allclose(served, prep.transform(columns))
     said = lines(raw, prep, {"train": 4, "val": 1, "test": 1})
-    assert "column size: numbers, standard scaling, 2 missing (filled with the train median 2)" in said
-    assert "column colour: texts, 3 categories, one-hot, 1 missing (a category of their own)" in said
+    assert "column size: numbers, standard scaling, 2 missing (filled with the train median 2)" in (
+        said
+    )
+    assert "column colour: texts, 3 categories, one-hot, 1 missing (a category of their own)" in (
+        said
+    )
     assert "classes: cat 3, dog 3" in said
     assert any(line.startswith("warning: class cat has 3 rows (under 10)") for line in said)
+    (tmp_path / "flat.csv").write_text("a,b,y\n" + "".join(f"{i},7,{i % 2}\n" for i in range(30)))
+    flat = load_table(str(tmp_path / "flat.csv"))
+    assert flat.raw is not None and flat.preparation is not None
+    said = lines(flat.raw, flat.preparation, {})
+    assert "warning: column b holds one value: it tells the model nothing" in said
     dropped = load_table(str(path), options=Options(missing="drop"))
     assert dropped.raw is not None and dropped.raw.dropped == 5 and len(dropped.y) == 1
 

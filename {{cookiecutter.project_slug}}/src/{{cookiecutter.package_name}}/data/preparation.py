@@ -42,10 +42,10 @@ class Options:
 
     @classmethod
     def of(cls, data: Any) -> Options:
-        """A data config's choices (the defaults where a config made before them lacks them)."""
-        chosen = {name: str(getattr(data, name, None) or default)
-                  for name, default in (("missing", "fill"), ("scaling", "standard"),
-                                        ("invalid", "refuse"))}  # fmt: skip
+        """A data config's choices. A run's config made before they existed lacks them: its
+        numbers were not scaled, and it had no missing or invalid cells (they were refused)."""
+        before = {"missing": "fill", "scaling": "none", "invalid": "refuse"}
+        chosen = {name: str(getattr(data, name, None) or old) for name, old in before.items()}
         for name, value in chosen.items():
             if value not in CHOICES[name]:
                 raise DataError(f"data.{name}={value}: choose one of {', '.join(CHOICES[name])}")

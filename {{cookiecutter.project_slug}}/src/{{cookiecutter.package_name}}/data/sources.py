@@ -61,7 +61,7 @@ def readers(num_workers: int | str) -> int:
 
 def table_options(data: Any) -> dict[str, Any]:
     """A data config's `label`, `header` and preparation choices, for a .csv (absent from
-    configs made before them: their defaults)."""
+    configs made before them: what those runs did)."""
     return {"label": getattr(data, "label", None), "header": getattr(data, "header", None),
             "options": Options.of(data)}  # fmt: skip
 
@@ -188,8 +188,13 @@ def kfold_splits(
     if folds < 2:
         raise DataError(f"data.folds must be at least 2, got {folds}")
     table = load_table(source, options.get("label"), options.get("header"), options.get("options"))
-    pool_train, pool_val, _ = split_indices(table.y, val_fraction, test_fraction, split_seed)
+    pool_train, pool_val, untouched = split_indices(
+        table.y, val_fraction, test_fraction, split_seed
+    )
     pool = np.concatenate([pool_train, pool_val])
+    if table.raw is not None and table.preparation is not None:
+        sizes = {"folds over": len(pool), "test (untouched)": len(untouched)}
+        summary.log_summary(table.raw, table.preparation, sizes)
     y = table.y[pool]
     parts = stratified_parts(y, [1.0 / folds] * (folds - 1), split_seed)
     fold_splits = []
