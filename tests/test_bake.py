@@ -467,3 +467,19 @@ def test_default_project_records_its_answers(default_project: Path) -> None:
         "_template": str(TEMPLATE_DIR),
         "_commit": commit,
     }
+
+
+def test_git_tracks_every_file_a_project_is_made_with(project: Path, tmp_path: Path) -> None:
+    """The project's .gitignore keeps out what runs make (outputs/, a data/ folder of the user's
+    files), never a file of the project itself: `data/` unanchored had left the package's
+    src/<package>/data/ out of every commit."""
+    repository = ["git", f"--git-dir={tmp_path / 'git'}", f"--work-tree={project}"]
+    subprocess.run([*repository, "init", "--quiet"], check=True, timeout=60)
+    ignored = subprocess.run(
+        [*repository, "check-ignore", "--no-index", "--stdin"],
+        input="\n".join(sorted(files_in(project))),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ignored.stdout.split() == []
