@@ -192,6 +192,7 @@ src/{package}/training/schedules.py
 src/{package}/training/scoring.py
 src/{package}/training/signals.py
 src/{package}/training/storage.py
+src/{package}/training/toolchain.py
 tasks/__init__.py
 tasks/args.py
 tasks/data.py

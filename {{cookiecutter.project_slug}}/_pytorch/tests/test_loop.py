@@ -1,5 +1,5 @@
-"""What only the PyTorch loop does: its step count under accumulation, a compiled model, the
-optimizer and memory layout it picks on a GPU."""
+"""What only the PyTorch loop does: its step count under accumulation, a compiled model (and the
+refusal to compile without a compiler), the optimizer and memory layout it picks on a GPU."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import SHORT, train
+from conftest import SHORT, project_env, run_module, train
 
 from {{ cookiecutter.package_name }}.training import checkpoint
 from {{ cookiecutter.package_name }}.training.runtime import compiled, make_optimizer, memory_format
@@ -57,6 +57,20 @@ def test_on_a_gpu_the_optimizer_takes_its_fused_kernel_unless_the_config_chooses
 
 
 @pytest.mark.slow
+def test_compiling_without_a_compiler_stops_in_one_line_before_a_run_folder(tmp_path: Path):
+    env = project_env(PATH=str(tmp_path / "bin"))  # a PATH with no compiler on it
+    env.pop("CXX", None)
+    run_dir = f"hydra.run.dir={tmp_path}/run"
+    result = run_module("train", *SHORT, "trainer.compile=true", run_dir, env=env)
+    assert result.returncode == 2, result.stdout
+    assert result.stdout.strip().splitlines() == [
+        "error: trainer.compile=true: torch.compile needs a C++ compiler ($CXX or g++) and "
+        "Python's headers, and none is on PATH; install them (apt-get install g++ python3-dev) "
+        "or train uncompiled (trainer.compile=false)"
+    ]
+    assert not (tmp_path / "run").exists()
+
+
 def test_compiled_steps_keep_one_static_graph_per_batch_shape() -> None:
     """An epoch's short last batch costs one more graph, not a shape-generic one that every later
     batch runs: with static shapes, a third batch size compiles a third graph."""

@@ -1,5 +1,5 @@
-"""What only the Keras loop does: its step count under accumulation, an XLA-compiled step, steps
-whose values stay on the device."""
+"""What only the Keras loop does: its step count under accumulation, an XLA-compiled step (with
+no compiler of the machine's), steps whose values stay on the device."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import PROJECT_ROOT, SHORT, project_env, read_metrics, run_module, train
 
-from {{ cookiecutter.package_name }}.training import checkpoint
+from {{ cookiecutter.package_name }}.training import checkpoint, toolchain
 
 
 def test_grad_accumulation_clipping_and_precision(tmp_path: Path) -> None:
@@ -32,12 +32,22 @@ def test_grad_accumulation_clipping_and_precision(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_xla_compiled_run_trains_and_evaluates_uncompiled(tmp_path: Path) -> None:
-    train(tmp_path, "debug=fast", "logger=jsonl", "trainer.compile=true")
+    # XLA's CPU backend is the LLVM inside TensorFlow: a PATH with no compiler on it is enough.
+    no_compiler = project_env(PATH=str(tmp_path / "bin"))
+    train(tmp_path, "debug=fast", "logger=jsonl", "trainer.compile=true", env=no_compiler)
     # The weights file has no trace of XLA: evaluate rebuilds a plain model and scores it.
     result = run_module("evaluate", f"ckpt_path={tmp_path}", f"hydra.run.dir={tmp_path}/eval")
     assert result.returncode == 0, result.stdout
     scored = json.loads((tmp_path / "eval" / "metrics.json").read_text())
     assert scored["test/accuracy"] == pytest.approx(read_metrics(tmp_path)["test/accuracy"])
+
+
+def test_xla_on_a_gpu_without_ptxas_is_refused_in_one_line_naming_the_wheel() -> None:
+    assert toolchain.compile_problem(on_gpu=False) is None
+    if toolchain.nvcc_folder() is not None:
+        pytest.skip("the nvidia-cuda-nvcc wheel is installed here (the GPU lock)")
+    problem = toolchain.compile_problem(on_gpu=True)
+    assert problem is not None and "nvidia-cuda-nvcc-cu12" in problem and "\n" not in problem
 
 
 @pytest.mark.slow

@@ -1,6 +1,7 @@
 """What a command line names must be there and usable, checked before Hydra makes a run folder:
 a named run folder this user can write, holding (if anything) a run of the same model and data;
-the data; the checkpoint; a GPU, if one is asked for. Each failure is one BadCommandLine."""
+the data; the checkpoint; a GPU, if one is asked for; a compiler, if compiling is. Each failure is
+one BadCommandLine."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ def check_resources(cfg: DictConfig, config_name: str, overrides: list[str]) -> 
         _check_data(cfg.data, config_name)
     _check_checkpoint(cfg, config_name)
     _check_device(cfg, config_name, overrides)
+    _check_compile(cfg)
 
 
 def _check_resume(cfg: DictConfig, overrides: list[str]) -> None:
@@ -160,3 +162,18 @@ def _check_device(cfg: DictConfig, config_name: str, overrides: list[str]) -> No
             f"{given}: no CUDA GPU is visible here (none, or CUDA_VISIBLE_DEVICES hides them); "
             f"run on the CPU with {instead}"
         )
+
+
+def _check_compile(cfg: DictConfig) -> None:
+    """trainer.compile=true must be able to compile here (training/toolchain.py says what the
+    framework's compiler needs), or the first step would end the run in a traceback."""
+    if not OmegaConf.select(cfg, "trainer.compile"):
+        return
+    from ..training import runtime, toolchain  # the framework: only when compiling is asked for
+
+    device = OmegaConf.select(cfg, "trainer.device")
+    problem = toolchain.compile_problem(
+        on_gpu=device == "cuda" or (device == "auto" and runtime.gpu_count() > 0)
+    )
+    if problem:
+        raise BadCommandLine(f"trainer.compile=true: {problem}")
