@@ -12,7 +12,6 @@ from pathlib import Path
 from invoke import Context, Exit, task
 
 from . import image as images
-from .project import IMAGE
 from .run import _pty
 
 ROOT = Path(__file__).resolve().parents[1]  # the project
@@ -32,30 +31,40 @@ IN_IMAGE = (
     auto_shortflags=False,  # -h stays --help's (invoke would give it to --here)
     help={
         "here": "run in this environment (`invoke setup` on the GPU machine), not in the image",
-        "image": f"the GPU image to check (default: {IMAGE}:gpu, built if it is missing)",
+        "image": "the GPU image to check (default: this revision's, as `invoke train --cloud` "
+        "pushes it, built if it is missing)",
         "out": "the report's folder (default: gpu-check)",
+        "dry_run": "print the commands instead of running them (no GPU needed)",
     },
 )
-def gpu_check(c: Context, here: bool = False, image: str = "", out: str = "gpu-check") -> None:
+def gpu_check(
+    c: Context, here: bool = False, image: str = "", out: str = "gpu-check", dry_run: bool = False
+) -> None:
     """Check what only a GPU shows: its tests, the benchmark, SIGTERM-and-resume; one report."""
-    if shutil.which("nvidia-smi") is None:
+    if shutil.which("nvidia-smi") is None and not dry_run:
         raise Exit(
             "error: no NVIDIA GPU here (nvidia-smi not found): invoke gpu-check needs one; "
             f"`python {CHECK} --device cpu` rehearses it on the CPU",
             code=2,
         )
     folder = Path(out).resolve()
-    folder.mkdir(parents=True, exist_ok=True)
     if here:
         command = [sys.executable, CHECK, "--out", str(folder)]
-        done = c.run(shlex.join(command), warn=True, pty=_pty())
     else:
+        reference = image or images.tag(c, "gpu")  # the image a cloud run trains in
+        command = _docker_command(reference, folder)
+    if dry_run:
+        if not here and not image:
+            print(f"$ invoke build   # unless {reference} is built")
+        print(f"$ {shlex.join(command)}")
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    if not here:
         images._docker_engine(c)
-        reference = image or f"{IMAGE}:gpu"
         if not image and not images.exists(c, reference):
             print(f"no {reference} yet: building it (invoke build)")
             images.build(c)
-        done = c.run(shlex.join(_docker_command(reference, folder)), warn=True, pty=_pty())
+    done = c.run(shlex.join(command), warn=True, pty=_pty())
     if done is not None and done.failed:
         raise Exit(code=done.exited)
 

@@ -5,6 +5,7 @@ small, in fp32 and without {{ "XLA" if cookiecutter.framework == "tensorflow" el
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -74,3 +75,30 @@ def test_the_gpu_check_without_a_gpu_stops_in_one_line(tmp_path: Path) -> None:
         assert said[0].startswith("error: no NVIDIA GPU here (nvidia-smi not found)")
         assert "--device cpu" in said[0]
         assert not out.exists()
+
+
+def test_the_gpu_check_runs_in_this_revisions_gpu_image_unless_told_here(tmp_path: Path) -> None:
+    """What `invoke gpu-check` would run, as --dry-run prints it (no GPU needed): this revision's
+    GPU image, the one `invoke train --cloud` pushes, built first if missing; --here, this
+    Python. Nothing is made."""
+    out = tmp_path / "report"
+
+    def dry_run(*args: str) -> list[str]:
+        command = [sys.executable, "-m", "invoke", "gpu-check", "--dry-run", f"--out={out}", *args]
+        env = project_env()
+        done = subprocess.run(
+            command, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout.strip().splitlines()
+
+    build, run = dry_run()
+    image = build.removeprefix("$ invoke build   # unless ").removesuffix(" is built")
+    assert image.startswith("{{ cookiecutter.project_slug }}:") and image.endswith("-gpu"), build
+    docker = shlex.split(run.removeprefix("$ "))
+    assert docker[1:3] == ["run", "--rm"] and "--gpus=all" in docker, run
+    assert docker[docker.index("--entrypoint=bash") + 1] == image
+    assert f"--volume={out}:/out" in docker and docker[-1].endswith("--out /out")
+    here = [sys.executable, "benchmarks/gpu_check.py", "--out", str(out)]
+    assert dry_run("--here") == [f"$ {shlex.join(here)}"]
+    assert not out.exists()
