@@ -186,14 +186,16 @@ def run_dirs(outputs: Path) -> list[Path]:
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
-def test_invoke_run_trains_and_writes_metrics_into_the_mount(
+def test_invoke_run_trains_compiled_and_writes_metrics_into_the_mount(
     framework: str, projects: dict[str, Path], images: dict[str, str], tmp_path: Path
 ) -> None:
+    """Compiled, as `trainer=gpu` trains: the image has what the framework's compiler needs."""
     outputs = tmp_path / "outputs"
     earlier = outputs / "train" / "earlier-run"  # a run made here, by this user (root in CI)
     earlier.mkdir(parents=True)
     options = ["--cpu", "--image", images[framework], "--outputs", str(outputs)]
-    done = invoke(projects[framework], "run", *options, "--", "trainer.max_epochs=2", timeout=600)
+    overrides = ["trainer.max_epochs=2", "trainer.compile=true"]
+    done = invoke(projects[framework], "run", *options, "--", *overrides, timeout=900)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     [run_dir] = run_dirs(outputs)
     assert run_dir.parent == earlier.parent and run_dir.stat().st_uid == os.getuid()
@@ -212,6 +214,45 @@ def test_the_process_runs_as_a_non_root_user(framework: str, images: dict[str, s
     assert ids.stdout.startswith(f"uid={IMAGE_UID}(trainer) gid={IMAGE_UID}(trainer)")
     # PID 1 is the init process, the trainer its child.
     assert config["Entrypoint"][:2] == ["dumb-init", "--"]
+
+
+# A C extension built as Triton (3.5, triton/runtime/build.py) builds its GPU launcher on first
+# use: $CC, else gcc, else clang from PATH, `-shared -fPIC` against the Python.h that sysconfig
+# names (Debian's posix_local scheme read as posix_prefix); then imported.
+LAUNCHER_C = r"""
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+static PyObject *answer(PyObject *self, PyObject *args) { return PyLong_FromLong(42); }
+static PyMethodDef methods[] = {{"answer", answer, METH_NOARGS, ""}, {NULL, NULL, 0, NULL}};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "launcher", NULL, -1, methods};
+PyMODINIT_FUNC PyInit_launcher(void) { return PyModule_Create(&module); }
+"""
+TRITON_LIKE_BUILD = f"""
+import importlib.util, os, shutil, subprocess, sysconfig, tempfile
+cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("clang")
+scheme = sysconfig.get_default_scheme()
+scheme = "posix_prefix" if scheme == "posix_local" else scheme
+include = sysconfig.get_paths(scheme=scheme)["include"]
+folder = tempfile.mkdtemp()
+open(f"{{folder}}/launcher.c", "w").write({LAUNCHER_C!r})
+built = f"{{folder}}/launcher" + sysconfig.get_config_var("EXT_SUFFIX")
+command = [cc, f"{{folder}}/launcher.c", "-O3", "-shared", "-fPIC", "-Wno-psabi", "-o", built]
+subprocess.run([*command, f"-I{{include}}"], check=True)
+spec = importlib.util.spec_from_file_location("launcher", built)
+launcher = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(launcher)
+print(cc, launcher.answer())
+"""
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_c_extension_built_as_triton_builds_its_launcher_imports(
+    framework: str, images: dict[str, str]
+) -> None:
+    python = ["run", "--rm", "--entrypoint", "python", images[framework]]
+    done = docker(*python, "-c", TRITON_LIKE_BUILD)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.stdout.split() == ["/usr/bin/gcc", "42"]
 
 
 # Stopped after the second epoch: enough left that the stop comes mid-run, few for the resume.

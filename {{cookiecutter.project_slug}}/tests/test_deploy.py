@@ -123,8 +123,12 @@ def test_deploy_makes_the_endpoint_and_undeploy_leaves_nothing(
                             check=True).stdout  # fmt: skip
     with tarfile.open(fileobj=io.BytesIO(packed)) as tar:
         members = tar.getmembers()
-    assert sorted(m.name for m in members) == sorted(p.name for p in (run / "model").iterdir())
-    assert {(m.uid, m.mode) for m in members} == {(0, 0o644)}, "readable by the image's uid 1000"
+    model_files = [p.relative_to(run / "model").as_posix() for p in (run / "model").rglob("*")]
+    assert sorted(m.name for m in members) == sorted(model_files), "the folder's, at the top"
+    # Readable by the image's uid 1000: root's, files 0644 and folders (a SavedModel's) 0755.
+    assert {m.uid for m in members} == {0}
+    assert {m.mode for m in members if m.isfile()} == {0o644}
+    assert {m.mode for m in members if m.isdir()} <= {0o755}
 
     targets = aws(moto, "application-autoscaling", "describe-scalable-targets",
                   "--service-namespace", "sagemaker")["ScalableTargets"]  # fmt: skip

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import shutil
+import tarfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import invoke_cli, read_metrics
 
+from cloud.deploy import sagemaker
 from {{ cookiecutter.package_name }} import export as exporting
 from {{ cookiecutter.package_name }}.training import formats
 
@@ -21,7 +23,7 @@ def run(short_run: Path, tmp_path: Path) -> Path:
     return Path(shutil.copytree(short_run, tmp_path / "run"))
 
 
-def test_export_writes_a_model_that_gives_the_runs_test_accuracy(run: Path) -> None:
+def test_export_writes_a_model_that_gives_the_runs_test_accuracy(run: Path, tmp_path: Path):
     done = invoke_cli("export", "--run", str(run))
     assert done.returncode == 0, done.stdout + done.stderr
     folder = run / "model"
@@ -49,6 +51,11 @@ def test_export_writes_a_model_that_gives_the_runs_test_accuracy(run: Path) -> N
     parity = np.load(folder / "parity.npz")
     assert np.allclose(predict(parity["x"]), parity["logits"], atol=exporting.ATOL, rtol=1e-4)
     assert predict(parity["x"][:1]).shape == (1, 10), "one input: the batch axis is open"
+    # SageMaker's archive of it holds the folder whole, nested files too: this module runs in
+    # every framework's CI, test_deploy.py's deploys in one, and the layout is each framework's.
+    with tarfile.open(sagemaker._pack(folder, tmp_path)) as tar:
+        packed = sorted(member.name for member in tar.getmembers())
+    assert packed == sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*"))
 
     reference = np.load(folder / "reference.npz")
     assert reference["feature_quantiles"].shape == (64, 11)
