@@ -165,8 +165,10 @@ src/{package}/serve.py
 src/{package}/serving/__init__.py
 src/{package}/serving/batcher.py
 src/{package}/serving/buckets.py
+src/{package}/serving/connections.py
 src/{package}/serving/drift.py
 src/{package}/serving/http.py
+src/{package}/serving/inputs.py
 src/{package}/serving/metrics.py
 src/{package}/serving/model.py
 src/{package}/serving/samples.py
@@ -260,6 +262,7 @@ tests/test_monitoring.py
 tests/test_resume.py
 tests/test_run_secrets.py
 tests/test_serve.py
+tests/test_serve_hostile.py
 tests/test_serving_monitor.py
 tests/test_shard_loader.py
 tests/test_shards.py

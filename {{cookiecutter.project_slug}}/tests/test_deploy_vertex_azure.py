@@ -111,7 +111,7 @@ def test_a_vertex_ai_deploy_serves_from_the_bucket_and_undeploy_leaves_nothing(
     server = subprocess.Popen(
         [sys.executable, "-m", f"{PACKAGE}.serve"], cwd=PROJECT_ROOT,
         env=project_env(AIP_STORAGE_URI=artifacts, AIP_HTTP_PORT=str(port := services.free_port()),
-                        STORAGE_EMULATOR_HOST=api.url, SAMPLE_DIR=str(tmp_path / "samples"),
+                        BUCKETS_TEST_LOOPBACK=api.url, SAMPLE_DIR=str(tmp_path / "samples"),
                         GCE_METADATA_HOST=api.url.removeprefix("http://"), **server_env),
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip

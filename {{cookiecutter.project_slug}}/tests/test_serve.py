@@ -171,23 +171,27 @@ def test_a_bad_request_is_a_4xx_with_one_line_and_the_server_goes_on(
 def test_a_body_over_the_limit_is_a_413_and_a_kept_connection_carries_the_next_request(
     server: Server,
 ) -> None:
-    """A body over SageMaker's 6 MB is refused before it is read (and that connection closed);
-    one that says no length is stopped once it passes the limit. A 404 or 405 leaves the
-    connection open for the next request, as a load balancer reuses it."""
+    """A body over what 1,024 inputs of the model's shape take (at most SageMaker's 6 MB: this
+    one is under it) is refused before it is read (and that connection closed); one that says
+    no length is stopped once it passes the limit. A 404 or 405 leaves the connection open for
+    the next request, as a load balancer reuses it."""
     import asyncio
     import http.client
     import socket
 
     from {{ cookiecutter.package_name }}.serving import http as routes
+    from {{ cookiecutter.package_name }}.serving import inputs
 
     port = int(server.url.rsplit(":", 1)[1])
     with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
-        sock.sendall(b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Length: 7000000\r\n\r\n")
+        sock.sendall(b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Length: 5700000\r\n\r\n")
         answer = b""
         while chunk := sock.recv(65536):  # until the server closes the connection
             answer += chunk
+    limit = 1024 * 64 * 32 + 64 * 1024  # the digits model: 64 numbers an input
     assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
-    assert b"the body is 7000000 bytes: at most 6291456 per request" in answer
+    assert b"the body is 5700000 bytes: at most %d per request" % limit in answer
+    assert inputs.body_limit((1, 8, 8)) == limit and inputs.body_limit((3, 512, 512)) == 6 << 20
 
     chunks = [{"body": b"x" * (1 << 20), "more_body": True}] * 7 + [{"body": b""}]
 
@@ -275,7 +279,7 @@ def test_samples_reach_the_bucket_while_serving_and_at_the_end(
             api.storage = tmp_path / "bucket"
             uri = "gs://runs/proj/endpoints/e1/samples"
             env = {"GCE_METADATA_HOST": api.url.removeprefix("http://"),
-                   "STORAGE_EMULATOR_HOST": api.url}  # fmt: skip
+                   "BUCKETS_TEST_LOOPBACK": api.url}  # fmt: skip
         else:
             blob = stack.enter_context(azure_blob.serve(tmp_path / "bucket"))
             uri, env = blob.container_url("runs", "proj/endpoints/e1/samples"), blob.env
@@ -405,23 +409,36 @@ def gauge(server: Server, name: str) -> float:
 
 def test_shifted_inputs_move_the_drift_gauges_past_the_alerts_threshold(model: Path) -> None:
     """The test split looks like validation (PSI low); the same inputs shifted by 3 standard
-    deviations do not (PSI past 0.25, where monitoring/alerts.yml's drift alerts fire)."""
+    deviations do not (PSI past 0.25, where monitoring/alerts.yml's drift alerts fire). One
+    request, even of more inputs than the window (1,000) holds, adds at most 100 of them: it
+    cannot set the gauges alone."""
     from omegaconf import OmegaConf
 
     from {{ cookiecutter.package_name }}.data.sources import load
 
     card = json.loads((model / "model.json").read_text())
     test_x = load(OmegaConf.create(card["run"]["config"]).data).test.x
+    shifted = test_x + 3 * test_x.std()
+
+    def send(x: np.ndarray, times: int = 1) -> None:
+        for _ in range(times):
+            for at in range(0, len(x), 100):
+                assert (
+                    fresh.post("/invocations", {"instances": x[at : at + 100].tolist()})[0] == 200
+                )
+
     fresh = start(model)
     try:
-        assert fresh.post("/invocations", {"instances": test_x.tolist()})[0] == 200
+        send(test_x)
         assert gauge(fresh, "inference_drift_window_inputs") == len(test_x)
+        send(test_x, 1000 // len(test_x))  # the window full of calm inputs
         calm_inputs = gauge(fresh, "inference_input_psi")
         calm_predictions = gauge(fresh, "inference_prediction_psi")
-        shifted = test_x + 3 * test_x.std()
-        for _ in range(6):  # fill the window (1,000 inputs) with shifted ones
-            assert fresh.post("/invocations", {"instances": shifted.tolist()})[0] == 200
         assert calm_inputs < 0.1, calm_inputs
+        one = np.resize(shifted, (1024, *shifted.shape[1:]))
+        assert fresh.post("/invocations", {"instances": one.tolist()})[0] == 200
+        assert gauge(fresh, "inference_input_psi") < 0.25, "one request set the gauge"
+        send(shifted, 1000 // len(shifted) + 1)  # fill the window with shifted ones
         assert gauge(fresh, "inference_input_psi") > 0.25 > calm_inputs
         assert gauge(fresh, "inference_prediction_psi") > max(0.25, 3 * calm_predictions)
     finally:

@@ -29,8 +29,10 @@ class AzureBlob:
 
     @property
     def env(self) -> dict[str, str]:
-        """The variables Azure ML gives an endpoint's container."""
-        return {"MSI_ENDPOINT": f"{self.url}/msi/token", "MSI_SECRET": SECRET}
+        """The variables Azure ML gives an endpoint's container, and the one that lets the
+        server's buckets.py write to this stand-in (on loopback, over http)."""
+        return {"MSI_ENDPOINT": f"{self.url}/msi/token", "MSI_SECRET": SECRET,
+                "BUCKETS_TEST_LOOPBACK": self.url}  # fmt: skip
 
     def container_url(self, container: str, prefix: str) -> str:
         return f"{self.url}/{container}/{prefix}"

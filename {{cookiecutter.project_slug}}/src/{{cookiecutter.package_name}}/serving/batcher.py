@@ -20,13 +20,14 @@ import numpy as np
 class Batcher:
     def __init__(
         self,
-        predict: Callable[[np.ndarray], np.ndarray],
+        predict: Callable[[np.ndarray, list[int]], np.ndarray],
         max_batch: int = 64,
         max_delay: float = 0.002,
         pending: Callable[[], int] = lambda: 0,
     ) -> None:
-        """`predict`: a row per input of a batch (its logits, say), called on the model's
-        thread; it may also record the batch (metrics, drift, samples)."""
+        """`predict`: a row per input of a batch (its logits, say), given the batch and how many
+        inputs each of its requests holds, called on the model's thread; it may also record
+        the batch (metrics, drift, samples)."""
         self.predict, self.max_batch, self.max_delay, self.pending = (
             predict, max_batch, max_delay, pending
         )  # fmt: skip
@@ -87,7 +88,8 @@ class Batcher:
     ) -> None:
         try:
             stacked = np.concatenate([inputs for inputs, _ in batch])
-            logits = await loop.run_in_executor(self._model, self.predict, stacked)
+            sizes = [len(inputs) for inputs, _ in batch]
+            logits = await loop.run_in_executor(self._model, self.predict, stacked, sizes)
         except Exception as error:  # the requests get a 500 each, the server goes on
             for _, future in batch:
                 if not future.done():

@@ -10,9 +10,14 @@ has no cloud SDK):
     a folder                a plain copy
 
 Vertex AI sets AIP_STORAGE_URI to a gs:// copy of the model and leaves the download to the
-container (gcs_folder); sampled predictions go up with put(). GCE_METADATA_HOST and
-STORAGE_EMULATOR_HOST point Google's APIs elsewhere (the Google libraries read the same
-variables), an http:// blob URL and MSI_ENDPOINT Azure's: the tests' stand-ins.
+container (gcs_folder); sampled predictions go up with put().
+
+A token goes only to the storage services' own hosts, over https, and never on: a redirect is
+an error (urllib would follow it with the Authorization header). The tests' stand-ins are
+reached by GCE_METADATA_HOST (the metadata server's, as Google's libraries read it; it is sent
+no token) and MSI_ENDPOINT (Azure ML sets it), and by $BUCKETS_TEST_LOOPBACK: an
+http://127.0.0.1:PORT that takes both storage services' place, for tests only, and refused
+where it is not a loopback address.
 """
 
 from __future__ import annotations
@@ -30,15 +35,36 @@ STORAGE = "https://storage.googleapis.com"
 AZURE_STORAGE = "https://storage.azure.com/"  # the resource a Blob Storage token is for
 AZURE_TOKEN_API = "2017-09-01"  # the MSI_ENDPOINT protocol Azure ML's containers speak
 BLOB_API = "2021-08-06"  # x-ms-version: bearer tokens need 2017-11-09 or later
-SCHEMES = ("gs://", "https://", "http://")
+BLOB_HOSTS = (".blob.core.windows.net", ".blob.core.usgovcloudapi.net",
+              ".blob.core.chinacloudapi.cn")  # fmt: skip
+TEST_LOOPBACK = "BUCKETS_TEST_LOOPBACK"
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+WRITES_TO = ("the server writes to gs://BUCKET/PREFIX, "
+             "https://ACCOUNT.blob.core.windows.net/CONTAINER/PREFIX or a folder")  # fmt: skip
 TIMEOUT_S = 60
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None  # the 3xx is raised as an HTTPError: the token goes nowhere else
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)
 
 
 def _call(url: str, headers: dict[str, str], data: bytes | None = None, method: str = "GET",
           timeout: float = TIMEOUT_S) -> bytes:  # fmt: skip
     request = urllib.request.Request(url, data, headers, method=method)
-    with urllib.request.urlopen(request, timeout=timeout) as answer:
-        return answer.read()
+    with _OPENER.open(request, timeout=timeout) as answer:
+        return bytes(answer.read())
+
+
+def _test_loopback() -> str:
+    """$BUCKETS_TEST_LOOPBACK (the tests' stand-in for the storage services), or ''."""
+    url = os.environ.get(TEST_LOOPBACK, "").rstrip("/")
+    if url and urllib.parse.urlsplit(url).hostname not in LOOPBACK_HOSTS:
+        raise ValueError(f"${TEST_LOOPBACK} {url}: a stand-in on this machine only, for tests")
+    return url
 
 
 def _google_token() -> str:
@@ -63,16 +89,17 @@ def _gcs(uri: str) -> tuple[str, str, str]:
     """(the API's base URL, the bucket, the prefix with a trailing slash or empty)."""
     bucket, _, prefix = uri.removeprefix("gs://").partition("/")
     prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
-    return os.environ.get("STORAGE_EMULATOR_HOST", STORAGE).rstrip("/"), bucket, prefix
+    return _test_loopback() or STORAGE, bucket, prefix
 
 
 def check(uri: str) -> str:
     """`uri` where put() can write there; ValueError naming what it can write otherwise."""
-    if "://" in uri and not uri.startswith(SCHEMES):
-        raise ValueError(
-            f"{uri}: the server writes to gs://BUCKET/PREFIX, "
-            "https://ACCOUNT.blob.core.windows.net/CONTAINER/PREFIX or a folder"
-        )
+    if "://" not in uri or uri.startswith("gs://"):
+        return uri
+    parts, loopback = urllib.parse.urlsplit(uri), _test_loopback()
+    blob = parts.scheme == "https" and (parts.hostname or "").endswith(BLOB_HOSTS)
+    if not (blob and not parts.username) and not (loopback and uri.startswith(loopback + "/")):
+        raise ValueError(f"{uri}: {WRITES_TO}")
     return uri
 
 
@@ -84,14 +111,15 @@ def put(uri: str, name: str, data: bytes, timeout: float = TIMEOUT_S) -> None:
         _call(f"{base}/upload/storage/v1/b/{urllib.parse.quote(bucket)}/o?{query}",
               {"Authorization": f"Bearer {_google_token()}",
                "Content-Type": "application/octet-stream"}, data, "POST", timeout)  # fmt: skip
-    elif uri.startswith(SCHEMES):
+    elif "://" in uri:
+        url = f"{check(uri).rstrip('/')}/{urllib.parse.quote(name)}"  # before a token is had
         headers = {
             "Authorization": f"Bearer {_azure_token()}",
             "x-ms-blob-type": "BlockBlob",
             "x-ms-version": BLOB_API,
             "Content-Type": "application/octet-stream",
         }
-        _call(f"{uri.rstrip('/')}/{urllib.parse.quote(name)}", headers, data, "PUT", timeout)
+        _call(url, headers, data, "PUT", timeout)
     else:
         folder = Path(uri)
         folder.mkdir(parents=True, exist_ok=True)

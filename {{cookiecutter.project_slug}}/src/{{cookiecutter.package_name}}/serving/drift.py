@@ -5,6 +5,10 @@ PSI = sum over bins of (p - q) * ln(p / q), p the window's share of a bin and q 
 Its rule of thumb (an industry convention, not a test): under 0.1 stable, 0.1 to 0.25 a moderate
 shift, over 0.25 a significant one. Predictions: over the predicted classes. Inputs: over each
 feature's decile bins, averaged over the features. Computed when /metrics is scraped.
+
+One request adds at most PER_REQUEST of its inputs (evenly spaced): a request may hold more
+inputs than the window, and no one request should set the gauges alone. The inputs are what
+callers sent: a caller who sends many requests still moves them (the README's Security).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 WINDOW = 1000  # the inputs the statistics are taken over: the newest ones
+PER_REQUEST = WINDOW // 10
 SMOOTH = 1e-4  # an empty bin's share, so that ln stays finite
 
 
@@ -50,7 +55,15 @@ class Drift:
         self._classes: deque[int] = deque(maxlen=WINDOW)
         self._lock = threading.Lock()
 
-    def observe(self, inputs: np.ndarray, predicted: np.ndarray) -> None:
+    def observe(self, inputs: np.ndarray, predicted: np.ndarray, sizes: list[int]) -> None:
+        """A batch's inputs and predicted classes, `sizes` the inputs of each of its requests."""
+        if max(sizes) > PER_REQUEST:
+            starts = np.cumsum([0, *sizes[:-1]])
+            chosen = np.concatenate([
+                start + np.linspace(0, size - 1, min(size, PER_REQUEST)).astype(np.int64)
+                for start, size in zip(starts, sizes, strict=True)
+            ])  # fmt: skip
+            inputs, predicted = inputs[chosen], predicted[chosen]
         bins = feature_bins(inputs.astype(np.float64), self.quantiles).astype(np.int8)
         with self._lock:
             self._bins.extend(bins)

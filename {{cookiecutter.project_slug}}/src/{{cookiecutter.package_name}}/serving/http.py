@@ -11,7 +11,9 @@ on SIGTERM.
 
 Instances in, predictions out: {"instances": [input, ...]} answers
 {"predictions": [{"class": ..., "confidence": ..., "probabilities": [...]}, ...]}. A bad
-request gets a 4xx and {"error": "one line"}; the server and its other requests go on.
+request gets a 4xx and {"error": "one line"} (inputs.py checks what a request holds); the server
+and its other requests go on. A body must arrive within BODY_WITHIN seconds, and at most
+MAX_IN_FLIGHT prediction requests are read or answered at once (connections.py bounds the rest).
 
 The routes are one ASGI application run by uvicorn (serving/__init__.py says why): requests are
 read and answered on one event loop while the model runs on a thread of its own (batcher.py).
@@ -29,15 +31,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from . import v2
-from .model import RequestError, ServedModel, as_batch
+from . import inputs, v2
+from .inputs import RequestError
+from .model import ServedModel
 
 if TYPE_CHECKING:
     from .server import ModelServer
 
 log = logging.getLogger(__name__)
-MAX_BODY = 6 * 1024 * 1024  # bytes: SageMaker's real-time payload limit
 ANSWER_WITHIN = 55.0  # seconds: SageMaker waits 60 for an answer
+BODY_WITHIN = 20.0  # seconds for a whole body to arrive: 6 MB at 300 kB/s
+MAX_IN_FLIGHT = 256  # prediction requests at once: each may hold a body (inputs.body_limit)
 JSON = "application/json"
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -55,7 +59,8 @@ class Routes:
 
 
 class Request:
-    """One request's method, path, headers and body (read at most MAX_BODY bytes of it)."""
+    """One request's method, path, headers and body (read within BODY_WITHIN seconds, at most
+    a limit's bytes of it)."""
 
     def __init__(self, scope: dict[str, Any], receive: Receive) -> None:
         self.method, self.path, self._receive = scope["method"], scope["path"], receive
@@ -66,33 +71,42 @@ class Request:
         value = self.headers.get(name)
         return value.decode("latin-1") if value is not None else None
 
-    async def body(self) -> bytes:
-        length = int(self.header("content-length") or 0)
-        if length > MAX_BODY:  # its body stays unread, and the connection is closed
-            raise RequestError(413, f"the body is {length} bytes: at most {MAX_BODY} per request")
+    async def body(self, limit: int = inputs.MAX_BODY) -> bytes:
+        length = int(self.header("content-length") or 0)  # the parser checked it is a number
+        if length > limit:  # its body stays unread, and the connection is closed
+            raise RequestError(413, f"the body is {length} bytes: at most {limit} per request")
+        try:
+            return await asyncio.wait_for(self._read(limit), BODY_WITHIN)
+        except TimeoutError:  # a client trickling its body holds no slot for long
+            raise RequestError(408, f"the body did not arrive within {BODY_WITHIN:g} s") from None
+
+    async def _read(self, limit: int) -> bytes:
         chunks, size = [], 0
         while True:
             message = await self._receive()
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > MAX_BODY:  # a chunked body says its size only by sending it
-                raise RequestError(413, f"the body is over {MAX_BODY} bytes: at most that per "
+            if size > limit:  # a chunked body says its size only by sending it
+                raise RequestError(413, f"the body is over {limit} bytes: at most that per "
                                    "request")  # fmt: skip
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return b"".join(chunks)
 
 
+UNREAD = {408, 413, 503}  # the body was not (all) read: the connection cannot carry another
+
+
 async def respond(send: Send, status: int, body: bytes, content_type: str = JSON) -> None:
     headers = [(b"content-type", content_type.encode()), (b"content-length", b"%d" % len(body))]
-    if status == 413:  # the body was not read: the connection cannot carry another request
+    if status in UNREAD:
         headers.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
 async def respond_json(send: Send, status: int, payload: Any) -> None:
-    await respond(send, status, json.dumps(payload).encode())
+    await respond(send, status, json.dumps(payload, allow_nan=False).encode())
 
 
 class App:
@@ -159,14 +173,16 @@ class App:
             try:
                 if server.draining:
                     raise RequestError(503, "not ready: draining")
+                if server.in_flight > MAX_IN_FLIGHT:
+                    raise RequestError(503, f"busy: {MAX_IN_FLIGHT} requests in flight")
                 status, payload = await answer(request)
             except RequestError as error:
                 status, payload = error.status, {"error": str(error)}
             except TimeoutError:
                 status, payload = 504, {"error": f"no answer within {ANSWER_WITHIN:g} s"}
-            except Exception as error:  # the model failed: this request's 500, not the server's
+            except Exception:  # the model failed: this request's 500, said in the log only
                 log.exception("request failed")
-                status, payload = 500, {"error": f"{type(error).__name__}: {error}"}
+                status, payload = 500, {"error": "the server failed on this request"}
             await respond_json(send, status, payload)
         finally:
             server.in_flight -= 1
@@ -188,23 +204,26 @@ class App:
             request.coming = False
             self.server.coming -= 1
 
-    async def _predicted(self, request: Request, inputs: np.ndarray) -> np.ndarray:
-        """The logits and probabilities of `inputs`: (inputs, 2, classes)."""
+    async def _predicted(self, request: Request, batch: np.ndarray) -> np.ndarray:
+        """The logits and probabilities of `batch`: (inputs, 2, classes); a 422 where the model
+        gives no finite answer (inputs far outside what it learned: JSON holds no NaN)."""
         assert self.server.batcher is not None
         self._arrived(request)
-        return await asyncio.wait_for(self.server.batcher.submit(inputs), ANSWER_WITHIN)
+        predicted = await asyncio.wait_for(self.server.batcher.submit(batch), ANSWER_WITHIN)
+        finite = np.isfinite(predicted).all(axis=(1, 2))
+        if not finite.all():
+            raise RequestError(422, f"instance {int(finite.argmin())}: the model's output is not "
+                               "finite (inputs far outside what it was trained on?)")  # fmt: skip
+        return predicted
+
+    async def _body(self, request: Request) -> tuple[bytes, ServedModel]:
+        model = self._usable()
+        return await request.body(inputs.body_limit(model.shape)), model
 
     async def _instances(self, request: Request) -> tuple[int, Any]:
-        body = await request.body()
-        model = self._usable()
-        try:
-            payload = json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise RequestError(400, 'the body is not JSON: send {"instances": [...]}') from None
-        if not isinstance(payload, dict) or "instances" not in payload:
-            raise RequestError(400, 'the body must be a JSON object with "instances": [...]')
-        inputs = as_batch(model.prepared(payload["instances"]), model.shape)
-        probabilities = (await self._predicted(request, inputs))[:, 1]
+        body, model = await self._body(request)
+        batch = inputs.instances(body, model.shape, model.prepared)
+        probabilities = (await self._predicted(request, batch))[:, 1]
         classes, rounded = model.classes, probabilities.round(6).tolist()
         chosen, confidence = probabilities.argmax(1).tolist(), probabilities.max(1).tolist()
         return 200, {
@@ -215,9 +234,8 @@ class App:
         }
 
     async def _v2_infer(self, request: Request) -> tuple[int, Any]:
-        body = await request.body()
-        model = self._usable()
+        body, model = await self._body(request)
         header = request.header("inference-header-content-length")
-        inputs, request_id = v2.parse_infer(body, header, model.shape)
-        predicted = await self._predicted(request, inputs)
+        batch, request_id = inputs.v2_tensor(body, header, model.shape)
+        predicted = await self._predicted(request, batch)
         return 200, v2.infer_answer(self.server.name, request_id, predicted[:, 0], predicted[:, 1])

@@ -46,6 +46,10 @@ class ServingMetrics:
             "inference_top_confidence", "The predicted class's probability",
             buckets=CONFIDENCE_BUCKETS, registry=self.registry,
         )  # fmt: skip
+        self.samples_dropped = Counter(
+            "inference_samples_dropped", "Sampled inputs not written: the queue was full or a "
+            "write failed (serving/samples.py)", registry=self.registry,
+        )  # fmt: skip
         self.ready = Gauge("inference_ready", "1 once the model answers", registry=self.registry)
 
     def watch_drift(self, drift: Drift) -> None:

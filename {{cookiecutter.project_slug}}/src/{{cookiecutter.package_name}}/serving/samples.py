@@ -10,6 +10,12 @@ With a URI (buckets.py: gs://, an Azure blob URL or a folder), every hour's file
 there each --sample-every seconds while it grows and once more at the end; an hour that is
 over leaves the container's disk once its copy is made. A copy that fails is logged and tried
 again the next time: the samples wait on the disk, the answers do not.
+
+The model's thread only chooses the inputs kept and queues them (at most QUEUED batches); a
+thread of its own writes them. Where the queue is full or a write fails (a full disk), those
+samples are dropped and counted (inference_samples_dropped_total): predictions never wait on
+samples, and a failing sampler fails none. Sampled inputs are whatever callers sent: untrusted
+data to whoever reads them (the README's Security).
 """
 
 from __future__ import annotations
@@ -18,8 +24,10 @@ import datetime
 import hashlib
 import json
 import logging
+import queue
 import random
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +37,7 @@ from . import buckets
 
 log = logging.getLogger(__name__)
 LAST_COPY_TIMEOUT_S = 10.0  # at SIGTERM: SageMaker kills 30 s after it, and draining comes first
+QUEUED = 256  # batches of samples waiting to be written
 
 
 @dataclass(frozen=True)
@@ -41,9 +50,16 @@ class Sampling:
 
 
 class Sampler:
-    def __init__(self, sampling: Sampling, classes: list[str]):
+    def __init__(self, sampling: Sampling, classes: list[str],
+                 dropped: Callable[[int], None] = lambda count: None) -> None:  # fmt: skip
+        """`dropped(count)`: told of each sample not written."""
         sampling.folder.mkdir(parents=True, exist_ok=True)
-        self.sampling, self.classes = sampling, classes
+        self.sampling, self.classes, self.dropped = sampling, classes, dropped
+        self._queue: queue.Queue[tuple[datetime.datetime, np.ndarray, np.ndarray] | None] = (
+            queue.Queue(QUEUED)
+        )
+        self._failing = False  # the last write failed: said once in the log, not per batch
+        self._closed = threading.Event()
         self._lock = threading.Lock()
         self._random = random.Random()
         self._copied: dict[str, int] = {}  # file name: its size when last copied
@@ -53,17 +69,38 @@ class Sampler:
         if sampling.uri:
             self._copier = threading.Thread(target=self._copy_often, daemon=True)
             self._copier.start()
+        self._writer = threading.Thread(target=self._write_queued, daemon=True, name="samples")
+        self._writer.start()
 
     def offer(self, inputs: np.ndarray, probabilities: np.ndarray) -> None:
-        """Keep each input of a batch with probability `rate`."""
+        """Keep each input of a batch with probability `rate`: queued for the writer, or
+        dropped (and counted) where the queue is full."""
         rate = self.sampling.rate
         kept = [index for index in range(len(inputs)) if self._random.random() < rate]
         if not kept:
             return
         now = datetime.datetime.now(datetime.UTC)
+        try:
+            self._queue.put_nowait((now, inputs[kept], probabilities[kept]))
+        except queue.Full:
+            self.dropped(len(kept))
+
+    def _write_queued(self) -> None:
+        while (batch := self._queue.get()) is not None:
+            try:
+                self._write(*batch)
+            except Exception as error:  # a full disk, say: these samples are lost, no answer
+                self.dropped(len(batch[1]))
+                if not self._failing:
+                    log.warning("samples: not written (dropped until a write works): %s", error)
+                self._failing = True
+            else:
+                self._failing = False
+
+    def _write(self, now: datetime.datetime, inputs: np.ndarray, probabilities: np.ndarray) -> None:
         lines = []
-        for index in kept:
-            row, x = probabilities[index], np.ascontiguousarray(inputs[index], np.float32)
+        for row, one in zip(probabilities, inputs, strict=True):
+            x = np.ascontiguousarray(one, np.float32)
             line = {
                 "time": now.isoformat(timespec="milliseconds"),
                 "id": hashlib.sha256(x.tobytes()).hexdigest()[:16],
@@ -72,7 +109,7 @@ class Sampler:
             }
             if self.sampling.inputs:
                 line["input"] = x.tolist()
-            lines.append(json.dumps(line))
+            lines.append(json.dumps(line, allow_nan=False))
         path = self.sampling.folder / _hour_file(now)
         with self._lock, path.open("a", encoding="utf-8") as out:
             out.write("\n".join(lines) + "\n")
@@ -108,7 +145,12 @@ class Sampler:
                         path.unlink()
 
     def close(self) -> None:
-        """The last copy (the server is stopping)."""
+        """Write what is queued, then the last copy (the server is stopping); once."""
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        self._queue.put(None)
+        self._writer.join(LAST_COPY_TIMEOUT_S)
         if self._copier is not None:
             self._stop.set()
             self.copy(last=True)

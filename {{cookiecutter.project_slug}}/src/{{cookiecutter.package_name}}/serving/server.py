@@ -1,6 +1,8 @@
 """The server's state and life around the routes of http.py: listen at once (liveness), load the
 model on a thread (then ready), answer until SIGTERM or Ctrl-C, then drain: not ready any more,
-the requests in flight answered, then stop (and the samples copied a last time: samples.py)."""
+the requests in flight answered (for DRAIN_FOR at most), the samples copied a last time
+(samples.py), then stop, waiting STOP_WITHIN at most for connections still open. SageMaker
+kills 30 s after SIGTERM: all of it fits in 25 s, a client trickling its body or not."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import numpy as np
 import uvicorn
 
 from .batcher import Batcher
+from .connections import GuardedHttpTools
 from .drift import Drift, softmax
 from .http import App, Routes
 from .metrics import ServingMetrics
@@ -25,7 +28,8 @@ from .model import ServedModel, load
 from .samples import Sampler, Sampling
 
 log = logging.getLogger(__name__)
-DRAIN_FOR = 25.0  # seconds after SIGTERM: SageMaker kills 30 s after it
+DRAIN_FOR = 12.0  # seconds after SIGTERM for the requests in flight; then the last copy (10 s)
+STOP_WITHIN = 3  # seconds for uvicorn to close the connections still open
 # Seconds an idle connection stays open: longer than the 60 s a load balancer such as AWS's keeps
 # one by default, so the balancer closes idle connections, never the server under its feet.
 KEEP_ALIVE = 75
@@ -64,7 +68,7 @@ class ModelServer:
             return
         self.metrics = ServingMetrics(model.classes)
         if self.sample is not None:
-            self.sampler = Sampler(self.sample, model.classes)
+            self.sampler = Sampler(self.sample, model.classes, self.metrics.samples_dropped.inc)
         if (folder / "reference.npz").is_file():
             self.drift = Drift(folder / "reference.npz", len(model.classes))
             self.metrics.watch_drift(self.drift)
@@ -81,22 +85,40 @@ class ModelServer:
     def _pending(self) -> int:
         return self.coming
 
-    def _predict(self, inputs: np.ndarray) -> np.ndarray:
+    def _predict(self, inputs: np.ndarray, sizes: list[int]) -> np.ndarray:
         """A batch's logits and probabilities, (inputs, 2, classes), on the model's thread;
-        the batch recorded once for all its requests."""
+        the batch recorded once for all its requests (`sizes`: their inputs)."""
         assert self.model is not None and self.metrics is not None
         logits = np.asarray(self.model.predict(inputs), dtype=np.float64)
         probabilities = softmax(logits)
         self.metrics.batch_size.observe(len(inputs))
-        self.metrics.observe_predictions(probabilities)
-        if self.drift is not None:
-            self.drift.observe(inputs, probabilities.argmax(1))
-        if self.sampler is not None:
-            self.sampler.offer(inputs, probabilities)
+        finite = np.isfinite(probabilities).all(axis=1)
+        if finite.all():
+            self._record(inputs, probabilities, sizes)
+        else:  # such a request is answered 422 (http.py) and recorded nowhere
+            whole = np.logical_and.reduceat(finite, np.cumsum([0, *sizes[:-1]]))
+            kept = np.repeat(whole, sizes)
+            self._record(inputs[kept], probabilities[kept],
+                         [size for size, ok in zip(sizes, whole, strict=True) if ok])  # fmt: skip
         return np.stack([logits, probabilities], axis=1)
 
+    def _record(self, inputs: np.ndarray, probabilities: np.ndarray, sizes: list[int]) -> None:
+        if not sizes:
+            return
+        assert self.metrics is not None
+        self.metrics.observe_predictions(probabilities)
+        if self.drift is not None:
+            self.drift.observe(inputs, probabilities.argmax(1), sizes)
+        if self.sampler is not None:
+            try:
+                self.sampler.offer(inputs, probabilities)
+            except Exception:  # a sampler's fault is no prediction's
+                log.exception("samples: not offered")
+                self.metrics.samples_dropped.inc(len(inputs))
+
     def drain(self, stop: Callable[[], None]) -> None:
-        """SIGTERM: not ready any more, finish what is in flight (up to DRAIN_FOR), then `stop`."""
+        """SIGTERM: not ready any more, finish what is in flight (up to DRAIN_FOR), copy the
+        samples a last time, then `stop`."""
         self.draining = True
         if self.metrics is not None:
             self.metrics.ready.set(0)
@@ -104,6 +126,8 @@ class ModelServer:
         while self.in_flight and time.monotonic() < deadline:
             time.sleep(0.01)
         log.info("drained (%d requests still in flight): stopping", self.in_flight)
+        if self.sampler is not None:
+            self.sampler.close()
         stop()
 
 
@@ -154,9 +178,8 @@ def serve(
     model_server = ModelServer(routes or Routes(), name, sample)
     config = uvicorn.Config(
         App(model_server),
-        # uvloop and httptools where they install (Linux, macOS), asyncio and h11 elsewhere
-        loop="auto",
-        http="auto",
+        loop="auto",  # uvloop where it installs (Linux, macOS), asyncio elsewhere
+        http=GuardedHttpTools,  # httptools, with deadlines and a limit for headers
         lifespan="off",
         log_config=None,
         log_level="warning",
@@ -164,6 +187,7 @@ def serve(
         server_header=False,
         proxy_headers=False,  # nothing here reads the client's address
         timeout_keep_alive=KEEP_ALIVE,
+        timeout_graceful_shutdown=STOP_WITHIN,
         backlog=BACKLOG,
     )
     server = DrainingServer(config, model_server)
