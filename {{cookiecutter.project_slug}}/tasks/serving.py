@@ -102,5 +102,7 @@ def _serve(c: Context, folder: Path, in_image: bool, number: int) -> None:
                    "--volume", mount, image, "serve"]  # fmt: skip
         c.run(shlex.join(command), pty=sys.stdout.isatty())
         return
-    c.run(f"{PYTHON} -m {PACKAGE}.serve --model {shlex.quote(str(folder))} --port {number}",
-          pty=sys.stdout.isatty())  # fmt: skip
+    # This machine's loopback only, as announced: an endpoint's container listens on every
+    # address (serve.py's default), which the image's --publish above keeps to loopback too.
+    c.run(f"{PYTHON} -m {PACKAGE}.serve --model {shlex.quote(str(folder))} --host 127.0.0.1 "
+          f"--port {number}", pty=sys.stdout.isatty())  # fmt: skip

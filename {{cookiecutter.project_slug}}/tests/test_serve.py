@@ -474,8 +474,8 @@ def test_bad_serve_commands_get_one_line(model: Path, args: list[str], message: 
 
 
 def test_invoke_serve_serves_the_model(model: Path) -> None:
-    """As a user types it; SIGTERM to its process group (as a terminal's close would) ends the
-    server too: its port closes."""
+    """As a user types it, listening on loopback as it announces; SIGTERM to its process
+    group (as a terminal's close would) ends the server too: its port closes."""
     import os
 
     port = free_port()
@@ -497,7 +497,8 @@ def test_invoke_serve_serves_the_model(model: Path) -> None:
         assert status == 200 and answer["predictions"][0]["class"] in [str(d) for d in range(10)]
     finally:
         os.killpg(process.pid, signal.SIGTERM)
-        process.communicate(timeout=60)
+        output, _ = process.communicate(timeout=60)
+    assert f"listening on 127.0.0.1:{port}" in output, output
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:

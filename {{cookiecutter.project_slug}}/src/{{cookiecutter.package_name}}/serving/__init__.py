@@ -1,12 +1,14 @@
 """Serving an exported model (`python -m PACKAGE.serve`): one small HTTP server that speaks every
 managed endpoint's container contract and the Open Inference Protocol.
 
-    model.py     the model folder (invoke export): load it, check a request's inputs
+    model.py     the model folder (invoke export), loaded
+    inputs.py    a request's inputs checked, before anything is built from them
     batcher.py   concurrent requests run as one batch, within a latency bound
     metrics.py   Prometheus: requests, errors and latency by route, batch sizes, classes,
                  confidence, and drift.py's PSI of inputs and predictions
     http.py      the routes (SageMaker, Vertex AI, Azure ML, KServe V2), as one ASGI app
     server.py    the server's life: listen, load the model, drain on SIGTERM (uvicorn)
+    connections.py  uvicorn's HTTP protocol, with deadlines and a size limit for headers
     v2.py        KServe V2's infer requests and answers
     samples.py   a share of the predictions as JSON lines, copied to a bucket
     buckets.py   Cloud Storage and Blob Storage by their REST APIs (the model in, samples out)
