@@ -52,6 +52,7 @@ cloud/jobs/__init__.py
 cloud/jobs/azureml.py
 cloud/jobs/common.py
 cloud/jobs/engines.py
+cloud/jobs/pull_tokens.py
 cloud/jobs/sagemaker.py
 cloud/jobs/skypilot.py
 cloud/jobs/vertex.py

@@ -686,19 +686,89 @@ def test_any_cloud_cpu_asks_for_the_least_machine_and_hands_artifact_registry_a_
     assert resources["max_hourly_cost"] == max(o.on_demand for o in chosen)
     assert "infra" not in resources and not resources.get("accelerators")
     assert not any(name.startswith("SKYPILOT_DOCKER_") for name in task.get("envs", {}))
-    assert "$ gcloud auth print-access-token" in done.stdout
+    assert "$ gcloud auth print-access-token --impersonate-service-account=" in done.stdout
     assert "--secret SKYPILOT_DOCKER_PASSWORD" in done.stdout
-    pull = "image pull      with a token of us-central1-docker.pkg.dev that lasts 1 h"
+    pull = "image pull      with a pull-only token of us-central1-docker.pkg.dev that lasts 1 h"
     assert pull in done.stdout
 
 
+def recording_sky(folder: Path) -> Path:
+    """A stand-in `sky` on PATH (no cloud here): it keeps the login variables it was handed."""
+    folder.mkdir(exist_ok=True)
+    (folder / "sky").write_text(f"#!/bin/sh\nenv | grep ^SKYPILOT_DOCKER_ > {folder}/env\n")
+    (folder / "sky").chmod(0o755)
+    return folder
+
+
+@pytest.mark.needs("gcloud")
+def test_any_cloud_pulls_artifact_registry_as_a_reader_account_never_as_the_user(
+    tmp_path: Path,
+) -> None:
+    """--cloud=any from Artifact Registry: the job gets a token of `<project>-puller`, made once,
+    reader of the image's repository only, by impersonation (real gcloud against the stand-in,
+    twice: the second run makes nothing again), never the user's own token; no printout holds it."""
+    settings = tmp_path / "cloud.toml"
+    settings.write_text('[gcp]\nproject = "p"\nregion = "us-central1"\nbucket = "gs://jobs"\n'
+                        '[skypilot]\nhome = "gcp"\n')  # fmt: skip
+    bin_dir = recording_sky(tmp_path / "bin")
+    image = f"us-central1-docker.pkg.dev/p/repo/x@{DIGEST}"
+    with google_api.serve() as api:
+        env = project_env(**google_api.gcloud_env(api, tmp_path), CLOUDSDK_CORE_ACCOUNT="me@x.org",
+                          CLOUD_SETTINGS=str(settings), CLOUD_RUNS=f"{tmp_path}/runs")  # fmt: skip
+        env["PATH"] = f"{bin_dir}:{env['PATH']}"
+        for _ in range(2):
+            done = invoke_cli("train", "--cloud=any", "--backend=skypilot", "--cpus=8", "--yes",
+                              "--detach", f"--image={image}", env=env)  # fmt: skip
+            assert done.returncode == 0, done.stdout + done.stderr
+            handed = dict(line.split("=", 1) for line in (bin_dir / "env").read_text().split())
+            puller = f"{PROJECT}-puller@p.iam.gserviceaccount.com"
+            assert handed["SKYPILOT_DOCKER_PASSWORD"] == f"impersonated-{puller}"
+            assert handed["SKYPILOT_DOCKER_PASSWORD"] not in done.stdout + done.stderr
+        made = api.bodies("POST", r"/iam/v1/projects/p/serviceAccounts$")
+        assert [body["accountId"] for body in made] == [f"{PROJECT}-puller"]
+        repository = api.policies["/artifactregistry/v1/projects/p/locations/us-central1/"
+                                  "repositories/repo"]  # fmt: skip
+        assert repository["bindings"] == [
+            {"role": "roles/artifactregistry.reader", "members": [f"serviceAccount:{puller}"]}
+        ]
+        account = api.policies[f"/iam/v1/projects/p/serviceAccounts/{puller}"]
+        assert account["bindings"] == [
+            {"role": "roles/iam.serviceAccountTokenCreator", "members": ["user:me@x.org"]}
+        ]
+        # No other grant anywhere: the account reads that one repository and nothing else.
+        assert [r for r, policy in api.policies.items() if puller in json.dumps(policy)] == [
+            "/artifactregistry/v1/projects/p/locations/us-central1/repositories/repo"
+        ]
+    assert "dummy-token" not in handed.values()  # the user's own token never leaves
+
+
+def test_the_task_unsets_the_registry_login_before_training() -> None:
+    """SkyPilot exports a task's secrets to its command: the pull token must not reach training."""
+    import datetime
+
+    from cloud.jobs import skypilot
+    from cloud.plan import Plan
+
+    now = datetime.datetime.now(datetime.UTC).isoformat()
+    plan = Plan(run_id="r", cloud="gcp", offer=None, spot=False, region="us-central1", zone="",
+                image="i", max_hours=1, bucket="gs://b", container=["env"], settings={},
+                launched=now)  # fmt: skip
+    login = dict.fromkeys(skypilot.LOGIN, "pull-token-1234")
+    done = subprocess.run(["bash", "-c", skypilot.run_script(plan)], capture_output=True,
+                          text=True, timeout=30, env={**os.environ, **login})  # fmt: skip
+    assert done.returncode == 0 and "PATH=" in done.stdout, done.stderr
+    assert "pull-token-1234" not in done.stdout
+
+
 @pytest.mark.needs("cloud-sdks")
-def test_an_acr_image_reaches_skypilot_as_launch_secrets_never_in_the_task_file(
+def test_an_acr_image_reaches_skypilot_as_a_pull_only_token_never_in_the_task_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """ACR has no VM login path in SkyPilot: a token from az goes to `sky jobs launch --secret`
-    through its environment. Real `sky`'s Task takes the same three as secrets and logs in with
-    them; the task file, the command line and the printout hold no token."""
+    """ACR has no VM login path in SkyPilot: the run gets a token of its own on a scope map that
+    allows content/read of the image's repository only, expiring at the run's deadline (an
+    expired one of an earlier run is deleted), handed to `sky jobs launch --secret` through its
+    environment. Real `sky`'s Task takes the same three as secrets and logs in with them; the
+    task file, the command line and the printout hold no token; real az accepts every command."""
     from cloud.commands import Commands
     from cloud.jobs import skypilot
     from cloud.plan import Plan
@@ -706,7 +776,15 @@ def test_an_acr_image_reaches_skypilot_as_launch_secrets_never_in_the_task_file(
     token = "acr-token-" + "9" * 20
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "az").write_text(f"#!/bin/sh\necho {token}\n")
+    old = {"name": "old-sky-pull", "expiry": "2020-01-01T00:00:00+00:00"}
+    new = {"name": "new-sky-pull", "expiry": "2999-01-01T00:00:00+00:00"}
+    listed = json.dumps([old, new])
+    (bin_dir / "az").write_text(
+        "#!/bin/sh\n"  # keep each command line; the scope map is not there yet
+        f'printf "%s\\t" "$@" >> {tmp_path}/az; echo >> {tmp_path}/az\n'
+        'case "$2 $3" in "scope-map show") exit 3;; "token list") echo \'' + listed + "';;\n"
+        f'"token create") echo {token};; esac\n'
+    )
     (bin_dir / "sky").write_text(
         "#!/bin/sh\n"
         f'printf "%s\\n" "$@" > {tmp_path}/argv\n'
@@ -714,27 +792,43 @@ def test_an_acr_image_reaches_skypilot_as_launch_secrets_never_in_the_task_file(
     )
     for tool in bin_dir.iterdir():
         tool.chmod(0o755)
-    image = f"projacr.azurecr.io/x@{DIGEST}"
-    plan = Plan(run_id="r", cloud="azure", offer=None, spot=False, region="eastus", zone="",
-                image=image, max_hours=1, bucket="az://runs", container=["true"],
-                settings={"project_name": "p"})  # fmt: skip
+    image = f"projacr.azurecr.io/team/x@{DIGEST}"
+    plan = Plan(run_id="r-261201-000000-abcd", cloud="azure", offer=None, spot=False,
+                region="eastus", zone="", image=image, max_hours=5, bucket="az://runs",
+                container=["true"], settings={"project_name": "p"},
+                launched="2026-12-01T00:00:00+00:00")  # fmt: skip
     spec = tmp_path / "task.yaml"
     spec.write_text(f"name: r\nresources:\n  infra: azure/eastus\n  image_id: docker:{image}\n"
                     "run: 'true'\n")  # fmt: skip
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     skypilot.submit(plan, str(spec), Commands())
+    az = [line.rstrip("\t").split("\t") for line in (tmp_path / "az").read_text().splitlines()]
+    scope_map = next(c for c in az if c[1:3] == ["scope-map", "create"])
+    assert scope_map[scope_map.index("--repository") + 1 :][:2] == ["team/x", "content/read"]
+    made = next(c for c in az if c[1:3] == ["token", "create"])
+    name = made[made.index("--name") + 1]
+    assert name == "r-261201-000000-abcd-sky-pull"
+    assert made[made.index("--scope-map") + 1] == scope_map[scope_map.index("--name") + 1]
+    assert made[made.index("--expiration") + 1] == "2026-12-01T05:00:00Z"  # the run's cap
+    deleted = [c[c.index("--name") + 1] for c in az if c[1:3] == ["token", "delete"]]
+    assert deleted == ["old-sky-pull"]
     dry = Commands(dry_run=True)
     skypilot.submit(plan, str(spec), dry)
     argv = (tmp_path / "argv").read_text().split()
     secrets = [argv[i + 1] for i, word in enumerate(argv) if word == "--secret"]
     assert secrets == list(skypilot.LOGIN) and token not in argv
     handed = dict(line.split("=", 1) for line in (tmp_path / "env").read_text().splitlines())
-    assert handed == {"SKYPILOT_DOCKER_USERNAME": skypilot.ACR_TOKEN_USER,
-                      "SKYPILOT_DOCKER_PASSWORD": token,
+    assert handed == {"SKYPILOT_DOCKER_USERNAME": name, "SKYPILOT_DOCKER_PASSWORD": token,
                       "SKYPILOT_DOCKER_SERVER": "projacr.azurecr.io"}  # fmt: skip
-    assert "--expose-token" in dry.printed[0]
-    assert "--secret SKYPILOT_DOCKER_PASSWORD" in dry.printed[1]
+    assert any("az acr token create" in line for line in dry.printed)
+    assert "--secret SKYPILOT_DOCKER_PASSWORD" in dry.printed[-1]
     assert token not in " ".join(dry.printed) + spec.read_text()
+    if AZ:  # offline, az parses each command line and stops only at the login
+        for command in az:
+            parsed = subprocess.run([AZ, *command], capture_output=True, text=True,
+                                    timeout=300, env={**os.environ, "AZURE_CONFIG_DIR":
+                                                      str(tmp_path / "azure")})  # fmt: skip
+            assert "Please run 'az login'" in parsed.stderr, (command, parsed.stderr[-2000:])
     script = (
         "import json, sys, sky\n"
         "task = sky.Task.from_yaml(sys.argv[1]).update_secrets(json.loads(sys.argv[2]))\n"
@@ -745,7 +839,7 @@ def test_an_acr_image_reaches_skypilot_as_launch_secrets_never_in_the_task_file(
                           env={**os.environ, "HOME": str(tmp_path)})  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {
-        "username": skypilot.ACR_TOKEN_USER, "password": token, "server": "projacr.azurecr.io"
+        "username": name, "password": token, "server": "projacr.azurecr.io"
     }  # fmt: skip
 
 

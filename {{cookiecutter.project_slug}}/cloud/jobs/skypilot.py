@@ -18,10 +18,10 @@ SkyPilot pulls a private image only with its three login variables (registry_log
 empty password it logs in as the VM itself where it knows how (0.14.1's
 sky/provision/docker_utils.py): ECR through `aws ecr get-login-password` (on any cloud: SkyPilot
 installs the AWS CLI and uploads this machine's AWS credentials), Artifact Registry through
-`gcloud auth configure-docker` (only a GCP VM has gcloud). Where that cannot work, a token is
-handed to `sky jobs launch --secret`, read from its environment, never written in the task file
-or printed: ACR's from `az acr login --expose-token` (valid 3 hours), and with --cloud=any
-Artifact Registry's from `gcloud auth print-access-token` (valid 1 hour).
+`gcloud auth configure-docker` (only a GCP VM has gcloud). Where that cannot work (ACR, and
+Artifact Registry with --cloud=any), a pull-only token (pull_tokens.py: never the user's own
+credentials) is handed to `sky jobs launch --secret`, read from its environment, never written in
+the task file or printed; the task's command unsets the three before training starts.
 Facts: SkyPilot 0.14.1's task schema and environment (docs.skypilot.co, and its source).
 """
 
@@ -33,15 +33,13 @@ from typing import TYPE_CHECKING, Any
 from ..catalog import Offer, service_name
 from ..commands import CloudError, Commands
 from ..plan import Plan
+from . import pull_tokens
 
 if TYPE_CHECKING:
     from .common import Distribution
 
 MOUNT = "/outputs"
 LOGIN = ("SKYPILOT_DOCKER_USERNAME", "SKYPILOT_DOCKER_PASSWORD", "SKYPILOT_DOCKER_SERVER")
-ACR_TOKEN_USER = "00000000-0000-0000-0000-000000000000"  # the user name an ACR token goes with
-GAR_TOKEN_USER = "oauth2accesstoken"  # the user name a Google access token goes with
-TOKEN_HOURS = {".azurecr.io": 3, "-docker.pkg.dev": 1}  # how long each registry's token lasts
 KILL_AFTER_S = 90  # after SIGTERM at the deadline, as long as a VM run's stop grace
 SPEC = "skypilot-task.yaml"
 FORMAT = "yaml"
@@ -81,44 +79,35 @@ def registry_login(image: str, anywhere: bool = False) -> dict[str, str]:
     if ".dkr.ecr." in server and server.endswith(".amazonaws.com"):
         return dict(zip(LOGIN, ("AWS", "", server), strict=True))
     if server.endswith("-docker.pkg.dev") and not anywhere:
-        return dict(zip(LOGIN, (GAR_TOKEN_USER, "", server), strict=True))
+        return dict(zip(LOGIN, (pull_tokens.GAR_TOKEN_USER, "", server), strict=True))
     return {}
 
 
-def _token_command(server: str, anywhere: bool) -> tuple[str, list[str]] | None:
-    """The user name and the command whose output is a pull token for `server`, where the VM
-    cannot log in itself; None where it can (or the registry is public)."""
-    if server.endswith(".azurecr.io"):
-        name = server.removesuffix(".azurecr.io")
-        return ACR_TOKEN_USER, ["az", "acr", "login", "--name", name, "--expose-token",
-                                "--query", "accessToken", "--output", "tsv"]  # fmt: skip
-    if server.endswith("-docker.pkg.dev") and anywhere:
-        return GAR_TOKEN_USER, ["gcloud", "auth", "print-access-token"]
-    return None
+def _needs_token(image: str, anywhere: bool) -> bool:
+    """Whether the VM cannot log in to the image's registry as itself (registry_login)."""
+    server = image.split("/", 1)[0]
+    return server.endswith(".azurecr.io") or (server.endswith("-docker.pkg.dev") and anywhere)
 
 
 def launch_secrets(plan: Plan, cmd: Commands) -> tuple[list[str], dict[str, str]]:
     """`--secret NAME` flags for `sky jobs launch` and their values, for an image the VM cannot
     pull as itself: the values travel in the command's environment, never on its command line."""
-    server = plan.image.split("/", 1)[0]
-    asked = _token_command(server, bool(plan.anywhere))
-    if asked is None:
+    if not _needs_token(plan.image, bool(plan.anywhere)):
         return [], {}
-    user, argv = asked
-    token = cmd.run(argv, dry_answer="<a registry token>", quiet=True).stdout.strip()
+    user, token = pull_tokens.token(plan, cmd)
     cmd.secrets.append(token)
-    values = dict(zip(LOGIN, (user, token, server), strict=True))
+    values = dict(zip(LOGIN, (user, token, plan.image.split("/", 1)[0]), strict=True))
     return [flag for name in LOGIN for flag in ("--secret", name)], values
 
 
 def notes(plan: Plan) -> list[tuple[str, str]]:
     """Rows the plan's summary adds for SkyPilot: a pull token's lifetime, where there is one."""
-    server = plan.image.split("/", 1)[0]
-    if _token_command(server, bool(plan.anywhere)) is None:
+    if not _needs_token(plan.image, bool(plan.anywhere)):
         return []
-    hours = next(h for suffix, h in TOKEN_HOURS.items() if server.endswith(suffix))
-    words = (f"with a token of {server} that lasts {hours} h: a spot job SkyPilot relaunches "
-             "later than that cannot pull the image (README: SkyPilot)")  # fmt: skip
+    server = plan.image.split("/", 1)[0]
+    words = (f"with a pull-only token of {server} that lasts {pull_tokens.hours(plan):g} h: a "
+             "spot job SkyPilot relaunches later than that cannot pull the image (README: "
+             "SkyPilot)")  # fmt: skip
     return [("image pull", words)]
 
 
@@ -178,10 +167,11 @@ def spec(
 def run_script(plan: Plan) -> str:
     """The task's command, stopped at the run's deadline: SkyPilot has no time limit of its own,
     and a relaunched job gets only what is left. SIGTERM lets the trainer checkpoint; the job
-    then ends (exit 124, not rerun) and SkyPilot takes its nodes down."""
+    then ends (exit 124, not rerun) and SkyPilot takes its nodes down. The registry login's
+    variables, SkyPilot's to pull the image, never reach the training code."""
     deadline = int(plan.deadline_time.timestamp())
     return (
-        f"left=$(( {deadline} - $(date +%s) )); "
+        f"unset {' '.join(LOGIN)}; left=$(( {deadline} - $(date +%s) )); "
         '[ "$left" -gt 0 ] || { echo "the run is past its deadline" >&2; exit 124; }; '
         f'exec timeout --signal=TERM --kill-after={KILL_AFTER_S} "$left" '
         + shlex.join(plan.container)

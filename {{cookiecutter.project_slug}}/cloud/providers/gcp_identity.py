@@ -27,14 +27,14 @@ INSTANCE = "compute.googleapis.com/Instance"
 INSTANCE_NAME = "/instances/{name}"  # CEL's extract() template: the VM's name
 
 
-def account_id(project_name: str) -> str:
-    """<project>-runner, cut to the 30 characters an account id may have (a hash keeps it apart
-    from another long name's)."""
+def account_id(project_name: str, role: str = "runner") -> str:
+    """<project>-<role> (runner, puller, ...), cut to the 30 characters an account id may have
+    (a hash keeps it apart from another long name's)."""
     wanted = re.sub(r"[^a-z0-9-]", "-", project_name.lower()).strip("-")
-    name = f"{wanted}-runner"
+    name = f"{wanted}-{role}"
     if len(name) > 30:
         digest = hashlib.sha256(project_name.encode()).hexdigest()[:4]
-        name = f"{wanted[:18].rstrip('-')}-{digest}-runner"
+        name = f"{wanted[: 24 - len(role)].rstrip('-')}-{digest}-{role}"
     return name if name[0].isalpha() else f"r{name}"[:30]
 
 

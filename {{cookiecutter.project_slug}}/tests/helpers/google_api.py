@@ -1,6 +1,6 @@
 """A loopback stand-in for Google's Compute Engine, Cloud Storage and Vertex AI APIs, and for the
 IAM calls a first run makes (service accounts, custom roles, the IAM policies of a project, bucket,
-repository and secret), for the real `gcloud`.
+repository and secret) and the access token of an impersonated account, for the real `gcloud`.
 
 It keeps instances, custom jobs, accounts, roles, policies and Vertex AI's models and endpoints
 in memory, serves a folder's files as Cloud Storage objects (and takes uploads into it) and a
@@ -95,6 +95,9 @@ def _handler(api: GoogleApi) -> type[BaseHTTPRequestHandler]:
                 return self._objects(m[1], unquote(m[2] or ""), query)
             if re.search(r"/locations/[^/]+/(models|endpoints)", path):
                 return self._vertex_serving(method, path, body, query)
+            if m := re.search(r"^/iamcredentials/v1/projects/-/serviceAccounts/([^/:]+)"
+                              r":generateAccessToken$", path):  # fmt: skip
+                return self._impersonate(unquote(m[1]))
             if path.startswith("/iam/") or "IamPolicy" in path or path.endswith("/iam"):
                 return self._iam(method, path, body)
             if m := re.search(r"^/resourcemanager/v\d/projects/([^/:]+)$", path):
@@ -219,6 +222,19 @@ def _handler(api: GoogleApi) -> type[BaseHTTPRequestHandler]:
                 self._answer(200, {"permissions": []})
             else:
                 self._answer(404, {"error": {"code": 404, "message": f"no stand-in for {path}"}})
+
+        def _impersonate(self, email: str) -> None:
+            """IAM Credentials' generateAccessToken: a token of the account, given where some
+            member holds Token Creator on it (the stand-in knows no caller)."""
+            granted = [b for resource, policy in api.policies.items()
+                       if resource.endswith(f"/serviceAccounts/{email}")
+                       for b in policy.get("bindings", [])
+                       if b["role"] == "roles/iam.serviceAccountTokenCreator"]  # fmt: skip
+            if email not in api.accounts or not granted:
+                denied = {"code": 403, "status": "PERMISSION_DENIED", "message": "no token"}
+                return self._answer(403, {"error": denied})
+            token = {"accessToken": f"impersonated-{email}", "expireTime": "2026-12-01T01:00:00Z"}
+            self._answer(200, token)
 
         def _custom_job(self, method: str, path: str, body: Any) -> None:
             """Vertex AI: POST .../customJobs, GET .../customJobs/ID, POST ...ID:cancel."""
@@ -380,6 +396,7 @@ def gcloud_env(api: GoogleApi, folder: Path) -> dict[str, str]:
         "CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE": f"{api.url}/storage/v1/",
         "CLOUDSDK_API_ENDPOINT_OVERRIDES_AIPLATFORM": f"{api.url}/",
         "CLOUDSDK_API_ENDPOINT_OVERRIDES_IAM": f"{api.url}/iam/",
+        "CLOUDSDK_API_ENDPOINT_OVERRIDES_IAMCREDENTIALS": f"{api.url}/iamcredentials/",
         "CLOUDSDK_API_ENDPOINT_OVERRIDES_CLOUDRESOURCEMANAGER": f"{api.url}/resourcemanager/",
         "CLOUDSDK_API_ENDPOINT_OVERRIDES_ARTIFACTREGISTRY": f"{api.url}/artifactregistry/",
         "CLOUDSDK_API_ENDPOINT_OVERRIDES_SECRETMANAGER": f"{api.url}/secretmanager/",
