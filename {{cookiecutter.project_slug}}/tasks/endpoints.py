@@ -9,6 +9,7 @@ price, `invoke undeploy NAME` deletes everything deploy made.
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 import tempfile
@@ -24,7 +25,7 @@ from cloud.plan import PlanError
 
 from .args import whole_number
 from .image import push_to
-from .project import IMAGE
+from .project import IMAGE, PACKAGE
 from .remote import table
 from .serving import model_folder
 
@@ -99,6 +100,7 @@ def deploy(
             image=image or f"{IMAGE}:serve-{chosen.flavour} of this commit, built and pushed",
             model=str(model), run=str(run), settings=options,
             sample_rate=common.check_rate(sample_rate), sample_inputs=sample_inputs,
+            model_sha256=_pinned(model),
         )  # fmt: skip
         if sample_inputs and not deployment.sample_rate:
             raise PlanError("--sample-inputs: give --sample-rate too (the share kept)")
@@ -119,6 +121,14 @@ def deploy(
         _make(c, engine, deployment, image, cmd)
     except CloudError as error:
         raise Exit(f"error: {error}", 1) from None
+
+
+def _pinned(model: Path) -> str:
+    """The model folder's sha256 (the package's serving code says how), which the server checks
+    before it loads the copy in the cloud; none in a dry run that has no folder yet."""
+    if not model.is_dir():
+        return ""
+    return str(importlib.import_module(f"{PACKAGE}.serving.model").folder_sha256(model))
 
 
 def _make(c: Context, engine: Any, deployment: common.Deployment, image: str,

@@ -4,6 +4,7 @@ requests `invoke train --cloud=gcp`, `status` and `stop` send, checked field by 
 from __future__ import annotations
 
 import hashlib
+import types
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -91,6 +92,16 @@ def test_a_spot_t4_run_sends_every_setting(gcp: tuple[google_api.GoogleApi, dict
     assert run_id not in api.instances
 
 
+def allows(expression: str, name: str) -> bool:
+    """Whether an IAM condition grants object `name` of my-bucket: the condition's CEL (&&, ||,
+    !, startsWith and ==, all it uses) evaluated as the Python it reads as."""
+    python = expression.replace("&&", " and ").replace("||", " or ")
+    python = python.replace("!resource", "not resource").replace(".startsWith(", ".startswith(")
+    where = f"projects/_/buckets/my-bucket/objects/{name}"
+    resource = types.SimpleNamespace(type="storage.googleapis.com/Object", name=where)
+    return bool(eval(python, {"resource": resource}))  # the project's own text, no input
+
+
 def test_without_an_account_named_the_vm_runs_as_the_projects_own_scoped_to_its_run(
     gcp: tuple[google_api.GoogleApi, dict], tmp_path: Path
 ) -> None:
@@ -123,7 +134,11 @@ def test_without_an_account_named_the_vm_runs_as_the_projects_own_scoped_to_its_
 
     (storage,) = granted("/storage/v1/b/my-bucket")
     assert storage["role"] == "roles/storage.objectUser"
-    assert f'"projects/_/buckets/my-bucket/objects/{slug}/"' in storage["condition"]["expression"]
+    scope = storage["condition"]["expression"]
+    # Its objects under the project's prefix, and never the endpoints' (their models).
+    assert allows(scope, f"{slug}/r-1/outputs/run/last.ckpt")
+    assert not allows(scope, f"{slug}/endpoints/e/model/model.json")
+    assert not allows(scope, "another-project/r-1/outputs/x")
     (vms,) = granted("/resourcemanager/v1/projects/my-project")
     assert vms["role"] == role["name"]
     assert f'.startsWith("{slug}-")' in vms["condition"]["expression"]

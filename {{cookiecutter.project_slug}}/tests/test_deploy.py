@@ -19,6 +19,8 @@ import pytest
 from conftest import copy_of, invoke_cli, project_env
 from helpers import services
 
+from {{ cookiecutter.package_name }}.serving.model import folder_sha256
+
 PROJECT = "{{ cookiecutter.project_slug }}"
 IMAGE_REF = f"123456789012.dkr.ecr.us-east-1.amazonaws.com/{PROJECT}@sha256:" + "5" * 64
 BUCKET = "s3://deploy-bucket"
@@ -105,7 +107,9 @@ def test_deploy_makes_the_endpoint_and_undeploy_leaves_nothing(
     assert {o["CaptureMode"] for o in capture["CaptureOptions"]} == {"Input", "Output"}
     model = aws(moto, "sagemaker", "describe-model", "--model-name", name)
     archive = f"{BUCKET}/{PROJECT}/endpoints/{name}/model.tar.gz"
-    assert model["PrimaryContainer"] == {"Image": IMAGE_REF, "ModelDataUrl": archive}
+    pinned = {"MODEL_SHA256": folder_sha256(run / "model")}  # the server loads no other
+    assert model["PrimaryContainer"] == {"Image": IMAGE_REF, "ModelDataUrl": archive,
+                                         "Environment": pinned}  # fmt: skip
     assert model["ExecutionRoleArn"].endswith(f":role/{PROJECT}-endpoint")
     tags = aws(moto, "sagemaker", "list-tags", "--resource-arn", endpoint["EndpointArn"])["Tags"]
     assert {"Key": "invoke-endpoint", "Value": name} in tags

@@ -17,6 +17,8 @@ import pytest
 from conftest import PROJECT_ROOT, copy_of, invoke_cli, project_env
 from helpers import google_api, sdks, services
 
+from {{ cookiecutter.package_name }}.serving.model import folder_sha256
+
 PACKAGE = "{{ cookiecutter.package_name }}"
 PROJECT = "{{ cookiecutter.project_slug }}"
 pytestmark = pytest.mark.slow
@@ -62,9 +64,9 @@ def test_a_vertex_ai_deploy_serves_from_the_bucket_and_undeploy_leaves_nothing(
 ) -> None:
     """What gcloud sends, field by field; then the server started as Vertex AI starts it, its
     model copied from AIP_STORAGE_URI through the stand-in's Cloud Storage and metadata token,
-    gives the trained model's classes and writes its samples to the bucket, as the project's
-    service account; listed and undeployed without its record (as if made elsewhere), undeploy
-    takes the model off, then deletes it all but the samples."""
+    gives the trained model's classes (its digest the pinned one) and writes its samples to the
+    bucket, as the project's endpoint account; listed and undeployed without its record (as if
+    made elsewhere), undeploy takes the model off, then deletes it all but the samples."""
     api, env = vertex
     run = copy_of(short_run, tmp_path / "digits")
     name = f"{PROJECT}-digits"
@@ -81,10 +83,19 @@ def test_a_vertex_ai_deploy_serves_from_the_bucket_and_undeploy_leaves_nothing(
     assert upload["model"]["labels"]["invoke-endpoint"] == name
     samples = f"gs://deploy-bucket/{PROJECT}/endpoints/{name}/samples"
     server_env = {item["name"]: item["value"] for item in spec["env"]}
-    assert server_env == {"SAMPLE_RATE": "0.5", "SAMPLE_URI": samples}
+    pinned = folder_sha256(run / "model")  # the server below checks its copy against it
+    assert server_env == {"SAMPLE_RATE": "0.5", "SAMPLE_URI": samples, "MODEL_SHA256": pinned}
     [deploy] = api.bodies("POST", r"/endpoints/[^/]+:deployModel$")
     runs_as = deploy["deployedModel"]["serviceAccount"]
-    assert runs_as.endswith("-runner@proj.iam.gserviceaccount.com") and runs_as in api.accounts
+    assert runs_as == f"{PROJECT}-endpoint@proj.iam.gserviceaccount.com" in api.accounts
+    # Its own account: it reads and adds files under endpoints/, and has no other grant.
+    granted = {(b["role"], b["condition"]["expression"]) for resource, policy in
+               api.policies.items() for b in policy["bindings"]
+               if f"serviceAccount:{runs_as}" in b["members"]}  # fmt: skip
+    assert {role for role, _ in granted} == {"roles/storage.objectViewer",
+                                             "roles/storage.objectCreator"}  # fmt: skip
+    endpoints = f'"projects/_/buckets/deploy-bucket/objects/{PROJECT}/endpoints/")'
+    assert all(condition.endswith(endpoints) for _, condition in granted), granted
     resources = deploy["deployedModel"]["dedicatedResources"]
     assert resources["machineSpec"] == {"machineType": "n1-standard-8",
                                         "acceleratorType": "NVIDIA_TESLA_T4",
@@ -230,7 +241,8 @@ def test_an_azure_ml_deploy_writes_what_azure_ai_ml_loads(short_run: Path, tmp_p
         "env": {"SAMPLE_RATE": "0.1", "SAMPLE_INPUTS": "1",
                 "SAMPLE_URI": f"https://projstore.blob.core.windows.net/runs/{PROJECT}/endpoints/"
                               f"{name}/samples",
-                "AZURE_CLIENT_ID": "<client id of the identity>"},
+                "AZURE_CLIENT_ID": "<client id of the identity>",
+                "MODEL_SHA256": folder_sha256(run / "model")},
     }  # fmt: skip
     assert not list((tmp_path / "r" / "endpoints").glob("*.json")), "a dry run records nothing"
 

@@ -5,13 +5,16 @@ the dry run that prints them."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import tomllib
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import invoke_cli, project_env
-from helpers import iam
+from helpers import iam, services
 
 from cloud.providers import aws_policies
 
@@ -70,6 +73,10 @@ def statements(policy: dict[str, Any]) -> list[dict[str, Any]]:
     return policy["Statement"]
 
 
+def allowed(policy: dict[str, Any]) -> list[dict[str, Any]]:
+    return [statement for statement in statements(policy) if statement["Effect"] == "Allow"]
+
+
 def resources(statement: dict[str, Any]) -> list[str]:
     found = statement["Resource"]
     return [found] if isinstance(found, str) else found
@@ -83,7 +90,7 @@ def actions(statement: dict[str, Any]) -> list[str]:
 @pytest.mark.parametrize("name", POLICIES)
 def test_no_wildcard_but_the_actions_that_take_no_resource(name: str) -> None:
     for statement in statements(POLICIES[name]):
-        assert statement["Effect"] == "Allow" and "NotAction" not in statement
+        assert statement["Effect"] in ("Allow", "Deny") and "NotAction" not in statement
         assert all("*" not in action for action in actions(statement)), statement
         if "*" in resources(statement):
             assert set(actions(statement)) <= NO_RESOURCE, statement
@@ -91,7 +98,7 @@ def test_no_wildcard_but_the_actions_that_take_no_resource(name: str) -> None:
 
 def test_the_runner_reaches_its_repository_bucket_and_named_secrets_only() -> None:
     policy = POLICIES["runner"]
-    granted = {a: r for s in statements(policy) for a in actions(s) for r in resources(s)}
+    granted = {a: r for s in allowed(policy) for a in actions(s) for r in resources(s)}
     assert granted["ecr:BatchGetImage"] == "arn:aws:ecr:eu-west-1:123456789012:repository/proj"
     assert granted["s3:PutObject"] == "arn:aws:s3:::proj-123456789012-eu-west-1/*"
     secrets = next(s for s in statements(policy) if s["Sid"] == "ReadTheNamedSecrets")
@@ -151,6 +158,40 @@ def test_an_endpoint_reads_the_model_archives_and_nothing_else_of_the_bucket() -
     )  # fmt: skip
 
 
+@pytest.mark.needs("aws")
+@pytest.mark.parametrize("name", ["runner", "runner, bucket prefix, data bucket"])
+def test_a_run_cannot_write_or_delete_a_deployed_model_on_moto(name: str) -> None:
+    """moto_server, its IAM checks on: a user with the run's policy writes its run's files, and
+    is refused writing or deleting under <project>/endpoints/ (a training run must not replace
+    the model an endpoint loads)."""
+    config = {"runner, bucket prefix, data bucket": ("team-bucket", "vision/")}
+    bucket, prefix = config.get(name, ("proj-123456789012-eu-west-1", ""))
+    with services.moto_server() as url:
+        assert url is not None
+        admin = {**os.environ, "AWS_ENDPOINT_URL": url, "AWS_ACCESS_KEY_ID": "testing",
+                 "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}  # fmt: skip
+        services.aws(admin, "s3api", "create-bucket", "--bucket", bucket)
+        services.aws(admin, "iam", "create-user", "--user-name", "run")
+        services.aws(admin, "iam", "put-user-policy", "--user-name", "run", "--policy-name", "run",
+                     "--policy-document", json.dumps(POLICIES[name]))  # fmt: skip
+        key = services.aws(admin, "iam", "create-access-key", "--user-name", "run")["AccessKey"]
+        checks_on = {"Content-Type": "application/json"}  # moto's own API: check every request
+        reset = urllib.request.Request(f"{url}/moto-api/reset-auth", b"0", checks_on)
+        urllib.request.urlopen(reset).close()
+        run = admin | {"AWS_ACCESS_KEY_ID": key["AccessKeyId"],
+                       "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"]}  # fmt: skip
+
+        def put(key: str, *verb: str) -> subprocess.CompletedProcess[str]:
+            argv = ["aws", "s3api", *(verb or ("put-object",)), "--bucket", bucket,
+                    "--key", f"{prefix}proj/{key}"]  # fmt: skip
+            return subprocess.run(argv, env=run, capture_output=True, text=True, timeout=60)
+
+        assert put("r-1/outputs/run/last.ckpt").returncode == 0
+        for verb in [("put-object",), ("delete-object",)]:
+            refused = put("endpoints/e/model.tar.gz", *verb)
+            assert refused.returncode != 0 and "AccessDenied" in refused.stderr, refused.stderr
+
+
 @pytest.mark.needs("iam-linters")
 @pytest.mark.parametrize("name", POLICIES)
 def test_the_iam_linters_find_nothing_above_low(name: str, tmp_path: Path) -> None:
@@ -192,7 +233,7 @@ def test_the_dry_run_shows_the_role_it_makes_and_its_policy(tmp_path: Path) -> N
     assert f"aws iam create-role --role-name {role} " in done.stdout
     assert f"aws iam create-instance-profile --instance-profile-name {role} " in done.stdout
     policy = printed_policy(done.stdout, role)
-    granted = {a: r for s in statements(policy) for a in actions(s) for r in resources(s)}
+    granted = {a: r for s in allowed(policy) for a in actions(s) for r in resources(s)}
     assert granted["s3:PutObject"] == "arn:aws:s3:::team-bucket/vision/*"
     assert granted["secretsmanager:GetSecretValue"].endswith(":secret:tok-??????")
     # The cloud's own cap and the role it runs as, shown too.

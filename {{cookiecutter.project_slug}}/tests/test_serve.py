@@ -243,6 +243,40 @@ def test_azure_ml_mounts_a_folder_model_inside_its_model_dir(
     assert serve_main.model_folder(None) == mount / "model"
 
 
+def test_a_model_folder_that_is_not_the_deployed_one_is_never_loaded(
+    model: Path, tmp_path: Path
+) -> None:
+    """Deploy pins the model folder's sha256 (MODEL_SHA256): a folder changed in the bucket since
+    (one byte of its weights) is not loaded, readiness says why; the pinned folder serves."""
+    from {{ cookiecutter.package_name }}.serving.model import PINNED, folder_sha256
+
+    pinned = folder_sha256(model)
+    swapped = Path(shutil.copytree(model, tmp_path / "swapped"))
+    weights = swapped / json.loads((swapped / "model.json").read_text())["file"]
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    weights.write_bytes(bytes(data))
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", f"{PACKAGE}.serve", "--model", str(swapped), "--port", str(port)],
+        cwd=PROJECT_ROOT, env=project_env(**{PINNED: pinned}), stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    server, why = Server(process, port), b""
+    try:
+        deadline = time.monotonic() + 60
+        while b"not loaded" not in why and time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                status, why = server.call("GET", "/ping")
+                assert status == 503, why
+            time.sleep(0.1)
+        assert b"not the deployed model's" in why, why
+    finally:
+        stop(server)
+    serving = start(model, **{PINNED: pinned})
+    stop(serving)
+
+
 @pytest.mark.parametrize("with_inputs", [False, True], ids=["predictions", "with-inputs"])
 def test_sampled_predictions_land_as_json_lines(
     model: Path, tmp_path: Path, with_inputs: bool

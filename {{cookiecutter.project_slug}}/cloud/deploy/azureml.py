@@ -100,13 +100,16 @@ def documents(deployment: Deployment, client_id: str = "") -> tuple[dict[str, An
         "instance_count": deployment.min_instances,
         "tags": tags,
     }
+    env = common.server_env(deployment)
     if deployment.sample_rate:
-        serving["environment_variables"] = {
+        env |= {
             "SAMPLE_RATE": f"{deployment.sample_rate:g}",
             "SAMPLE_URI": samples_uri(settings, deployment.name),
             "AZURE_CLIENT_ID": client_id,
             **({"SAMPLE_INPUTS": "1"} if deployment.sample_inputs else {}),
         }
+    if env:
+        serving["environment_variables"] = env
     return endpoint, serving
 
 

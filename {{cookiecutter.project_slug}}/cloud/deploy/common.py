@@ -72,6 +72,12 @@ def instance(cloud: str, name: str = "", gpu: str = "") -> Instance:
                     offered.get("price_note", ""))  # fmt: skip
 
 
+def server_env(deployment: Deployment) -> dict[str, str]:
+    """The variables every engine gives the server: the pinned model digest (a model replaced
+    in the bucket after deploy is not loaded; serving/model.py checks it)."""
+    return {"MODEL_SHA256": deployment.model_sha256} if deployment.model_sha256 else {}
+
+
 def endpoints_prefix(settings: dict[str, Any]) -> str:
     """Where the project's endpoints keep their files: <bucket>/<project>/endpoints/ (the
     bucket named as such until ensure_bucket has found it)."""
@@ -168,6 +174,7 @@ class Deployment:
     settings: dict[str, Any] = field(repr=False, default_factory=dict)
     sample_rate: float = 0.0  # the share of predictions written to the bucket
     sample_inputs: bool = False  # their inputs too
+    model_sha256: str = ""  # the model folder's, pinned: the server loads no other (server_env)
     created: str = field(
         default_factory=lambda: datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     )

@@ -100,7 +100,8 @@ def create(deployment: Deployment, cmd: Commands) -> dict[str, Any]:
     role = role_arn(settings, common.endpoints_prefix(settings), cmd)
     made: list[str] = []
     try:
-        container = {"Image": deployment.image, "ModelDataUrl": model_uri}
+        container = {"Image": deployment.image, "ModelDataUrl": model_uri,
+                     "Environment": common.server_env(deployment)}  # fmt: skip
         cmd.run(aws_account.aws_cli(
             settings, "sagemaker", "create-model", "--model-name", name, "--execution-role-arn",
             role, "--primary-container", json.dumps(container), "--tags", json.dumps(tags),

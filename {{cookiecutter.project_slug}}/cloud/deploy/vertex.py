@@ -5,7 +5,8 @@ through `gcloud ai`, which waits for each operation. Labelled as the project's.
 
 Vertex AI scales between --min and --max replicas on CPU (or GPU) use by itself. With
 --sample-rate the server samples its predictions to the bucket itself (serving/samples.py), as
-the project's own service account (cloud/providers/gcp_identity.py), which may write there. A
+the project's endpoint account (gcp_identity.ensure_endpoint), which may add files under
+endpoints/ and nothing else (the training runs' account may not write there). A
 create that fails, or is interrupted, deletes what it made. Its prediction prices were not
 found: the catalog gives Compute Engine's price for the same machine, a lower bound
 (endpoints.json).
@@ -18,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..commands import CloudError, Commands
-from ..providers import gcp
+from ..providers import gcp, gcp_identity
 from . import common
 from .common import Deployment
 
@@ -46,19 +47,18 @@ samples_uri = common.samples_uri  # where the server writes its samples
 
 
 def _sampling(deployment: Deployment, cmd: Commands) -> tuple[list[str], list[str]]:
-    """The server's variables for --sample-rate (on the model) and the account it runs as (on
-    its deployment); nothing without a rate."""
-    if not deployment.sample_rate:
-        return [], []
-    settings = deployment.settings
-    env = {"SAMPLE_RATE": f"{deployment.sample_rate:g}",
-           "SAMPLE_URI": samples_uri(settings, deployment.name),
-           **({"SAMPLE_INPUTS": "1"} if deployment.sample_inputs else {})}  # fmt: skip
-    account = gcp.ensure_identity(settings, settings["bucket"], deployment.image, cmd, vms=False)
-    return (
-        [f"--container-env-vars={','.join(f'{key}={value}' for key, value in env.items())}"],
-        [f"--service-account={account}"],
-    )
+    """The server's variables (on the model): the pinned digest, and for --sample-rate where its
+    samples go, and the account it then runs as (on its deployment)."""
+    env, runs_as = common.server_env(deployment), []
+    if deployment.sample_rate:
+        settings = deployment.settings
+        env |= {"SAMPLE_RATE": f"{deployment.sample_rate:g}",
+                "SAMPLE_URI": samples_uri(settings, deployment.name),
+                **({"SAMPLE_INPUTS": "1"} if deployment.sample_inputs else {})}  # fmt: skip
+        account = gcp_identity.ensure_endpoint(settings, settings["bucket"], cmd)
+        runs_as = [f"--service-account={account}"]
+    flags = ",".join(f"{key}={value}" for key, value in env.items())
+    return ([f"--container-env-vars={flags}"] if env else []), runs_as
 
 
 def upload(settings: dict[str, Any], name: str, folder: str, cmd: Commands) -> None:

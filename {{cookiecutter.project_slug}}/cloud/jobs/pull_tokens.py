@@ -53,14 +53,7 @@ def _artifact_registry(
     settings: dict[str, Any], server: str, repository: str, cmd: Commands
 ) -> str:
     project = settings["project"]
-    account_id = gcp_identity.account_id(settings["project_name"], "puller")
-    account = f"{account_id}@{project}.iam.gserviceaccount.com"
-    found = cmd.run(["gcloud", "iam", "service-accounts", "describe", account,
-                     f"--project={project}", "--format=json"], check=False)  # fmt: skip
-    if found.returncode != 0 or cmd.dry_run:
-        cmd.run(["gcloud", "iam", "service-accounts", "create", account_id, f"--project={project}",
-                 f"--display-name={settings['project_name']} image pulls (SkyPilot)",
-                 "--format=json"])  # fmt: skip
+    account = gcp_identity.ensure_account(settings, "puller", "image pulls (SkyPilot)", cmd)
     repo_project, repo_name = [*repository.split("/"), "", ""][:2]
     cmd.run(["gcloud", "artifacts", "repositories", "add-iam-policy-binding", repo_name,
              f"--location={server.removesuffix('-docker.pkg.dev')}", f"--project={repo_project}",

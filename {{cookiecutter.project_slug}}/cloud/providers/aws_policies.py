@@ -109,12 +109,25 @@ def _secret_arn(region: str, account: str, name: str) -> str:
     return f"arn:aws:secretsmanager:{region}:{account}:secret:{name}-??????"
 
 
+def endpoints_arn(settings: dict[str, Any]) -> str:
+    """The objects of the project's endpoints (deploy/common.py's endpoints_prefix)."""
+    name, prefix = split_bucket(settings["bucket"])
+    return f"arn:aws:s3:::{name}/{prefix}{settings['project_name']}/endpoints/*"
+
+
 def runner(settings: dict[str, Any], account: str, session_manager: bool = True) -> dict[str, Any]:
-    """What the code of a run may do with the account (on a VM, or in a SageMaker job)."""
+    """What the code of a run may do with the account (on a VM, or in a SageMaker job): never
+    write the deployed models (an endpoint reads its archive again for each new instance)."""
     region, project = settings["region"], settings["project_name"]
     statements: list[dict[str, Any]] = [
         *_pull(region, account, project),
         *_read(settings["bucket"], "ReadWriteTheProjectBucket", ["s3:GetObject", "s3:PutObject"]),
+        {
+            "Sid": "NeverWriteTheEndpoints",
+            "Effect": "Deny",
+            "Action": ["s3:PutObject", "s3:DeleteObject"],
+            "Resource": endpoints_arn(settings),
+        },
     ]
     for number, bucket in enumerate(settings.get("data_buckets", []), 1):
         statements += _read(bucket, f"ReadData{number}", ["s3:GetObject"])

@@ -7,8 +7,10 @@ project). Its grants, written again at every launch (each is idempotent), are wh
   the project's Artifact Registry repository, to pull (when the image comes from it)
   deleting a VM whose name starts with the project's (each VM deletes itself at its end)
 
+Nothing under <bucket>/<project>/endpoints/: the deployed models are no run's to replace.
 Vertex AI jobs (--backend=managed) run as the same account, without the VM grant: the service
-deletes its own machines, and pulls the image with its own service agent.
+deletes its own machines, and pulls the image with its own service agent. Vertex AI endpoints
+run as <project>-endpoint (ensure_endpoint): their own files under endpoints/, nothing else.
 A service account cloud.toml names (service_account = under [gcp]) is used as it is.
 """
 
@@ -25,6 +27,7 @@ SELF_DELETE_PERMISSIONS = ("compute.instances.delete", "compute.instances.get",
                            "compute.zoneOperations.get")  # fmt: skip
 INSTANCE = "compute.googleapis.com/Instance"
 INSTANCE_NAME = "/instances/{name}"  # CEL's extract() template: the VM's name
+BUCKET_TYPE = 'resource.type == "storage.googleapis.com/Bucket"'
 
 
 def account_id(project_name: str, role: str = "runner") -> str:
@@ -49,11 +52,14 @@ def role_id(project_name: str) -> str:
 
 def conditions(settings: dict[str, Any], bucket_name: str) -> dict[str, str]:
     """The IAM conditions (CEL) of the grants that reach more than one resource."""
-    project = settings["project_name"]
+    project, objects = settings["project_name"], f"projects/_/buckets/{bucket_name}/objects"
     return {
         # objects.list is checked on the bucket, every other object permission on the object.
-        "storage": f'resource.type == "storage.googleapis.com/Bucket" || '
-        f'resource.name.startsWith("projects/_/buckets/{bucket_name}/objects/{project}/")',
+        # The endpoints' models and samples are no run's to touch (a run must not replace them).
+        "storage": f'{BUCKET_TYPE} || (resource.name.startsWith("{objects}/{project}/") && '
+        f'!resource.name.startsWith("{objects}/{project}/endpoints/"))',
+        # An endpoint reads its model and adds its samples: under endpoints/ only.
+        "endpoint": f'{BUCKET_TYPE} || resource.name.startsWith("{objects}/{project}/endpoints/")',
         # zoneOperations.get, for the delete's wait, is checked on the operation.
         "self-delete": f'resource.type != "{INSTANCE}" || '
         f'resource.name.extract("{INSTANCE_NAME}").startsWith("{project}-")',
@@ -64,6 +70,19 @@ def _condition(expression: str, title: str) -> str:
     return f"--condition=expression={expression},title={title}"
 
 
+def ensure_account(settings: dict[str, Any], role: str, purpose: str, cmd: Commands) -> str:
+    """The email of the project's service account <project>-<role>, made where it is missing."""
+    project, name = settings["project"], account_id(settings["project_name"], role)
+    account = f"{name}@{project}.iam.gserviceaccount.com"
+    found = cmd.run(["gcloud", "iam", "service-accounts", "describe", account,
+                     f"--project={project}", "--format=json"], check=False)  # fmt: skip
+    if found.returncode != 0 or cmd.dry_run:
+        cmd.run(["gcloud", "iam", "service-accounts", "create", name, f"--project={project}",
+                 f"--display-name={settings['project_name']} {purpose}",
+                 "--format=json"])  # fmt: skip
+    return account
+
+
 def ensure(
     settings: dict[str, Any], bucket: str, image: str, cmd: Commands, vms: bool = True
 ) -> str:
@@ -72,17 +91,8 @@ def ensure(
     if settings.get("service_account"):
         return str(settings["service_account"])
     project, name = settings["project"], settings["project_name"]
-    account = email(settings)
+    account = ensure_account(settings, "runner", "runs (invoke train)", cmd)
     member = f"--member=serviceAccount:{account}"
-    found = cmd.run(
-        ["gcloud", "iam", "service-accounts", "describe", account, f"--project={project}",
-         "--format=json"],
-        check=False,
-    )  # fmt: skip
-    if found.returncode != 0 or cmd.dry_run:
-        cmd.run(["gcloud", "iam", "service-accounts", "create", account_id(name),
-                 f"--project={project}", f"--display-name={name} runs (invoke train)",
-                 "--format=json"])  # fmt: skip
     role = role_id(name)
     role_found = (
         cmd.run(
@@ -101,7 +111,8 @@ def ensure(
     limits = conditions(settings, bucket_name)
     grants = [
         ["storage", "buckets", "add-iam-policy-binding", f"gs://{bucket_name}", member,
-         "--role=roles/storage.objectUser", _condition(limits["storage"], f"{name} prefix")],
+         "--role=roles/storage.objectUser",
+         _condition(limits["storage"], f"{name} prefix but endpoints")],
     ]  # fmt: skip
     if vms:
         grants.append(["projects", "add-iam-policy-binding", project, member,
@@ -120,4 +131,28 @@ def ensure(
     for grant in grants:
         project_flag = [] if grant[0] == "projects" else [f"--project={project}"]
         cmd.run(["gcloud", *grant, *project_flag, "--format=json"])
+    # The grant of earlier versions reached the endpoints' models too: gone once its successor
+    # is there (none to remove on a project that never had it).
+    cmd.run(["gcloud", "storage", "buckets", "remove-iam-policy-binding", f"gs://{bucket_name}",
+             member, "--role=roles/storage.objectUser", _condition(
+                 f'{BUCKET_TYPE} || resource.name.startsWith("projects/_/buckets/{bucket_name}'
+                 f'/objects/{name}/")', f"{name} prefix"), f"--project={project}", "--format=json"],
+            check=False, quiet=True)  # fmt: skip
+    return account
+
+
+def ensure_endpoint(settings: dict[str, Any], bucket: str, cmd: Commands) -> str:
+    """The account the project's endpoints run as (they sample to the bucket): it reads and adds
+    objects under <project>/endpoints/, and nothing else; adding cannot replace a model, which
+    takes the delete permission it lacks."""
+    if settings.get("endpoint_service_account"):
+        return str(settings["endpoint_service_account"])
+    account = ensure_account(settings, "endpoint", "endpoints (invoke deploy)", cmd)
+    bucket_name = bucket.removeprefix("gs://").split("/", 1)[0]
+    scope = _condition(conditions(settings, bucket_name)["endpoint"],
+                       f"{settings['project_name']} endpoints")  # fmt: skip
+    for role in ("roles/storage.objectViewer", "roles/storage.objectCreator"):
+        cmd.run(["gcloud", "storage", "buckets", "add-iam-policy-binding", f"gs://{bucket_name}",
+                 f"--member=serviceAccount:{account}", f"--role={role}", scope,
+                 f"--project={settings['project']}", "--format=json"])  # fmt: skip
     return account

@@ -3,6 +3,7 @@ inputs against the shape it takes)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +12,8 @@ from typing import Any
 from ..data.preparation import Preparation
 from ..data.splits import DataError
 from .inputs import MAX_INSTANCES, RequestError
+
+PINNED = "MODEL_SHA256"  # the variable deploy pins the model folder's folder_sha256 in
 
 
 @dataclass
@@ -41,10 +44,25 @@ class ServedModel:
         return list(self.card["output"]["classes"])
 
 
-def load(folder: Path) -> ServedModel:
-    """The model folder's model, ready to call (the framework is imported here)."""
+def folder_sha256(folder: Path) -> str:
+    """One sha256 of a folder's files, their names and contents, in name order: what deploy pins
+    and the server checks before loading (the bucket's copy may have been replaced since)."""
+    total = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        with path.open("rb") as file:
+            content = hashlib.file_digest(file, "sha256").digest()
+        total.update(path.relative_to(folder).as_posix().encode() + b"\0" + content)
+    return total.hexdigest()
+
+
+def load(folder: Path, pinned: str = "") -> ServedModel:
+    """The model folder's model, ready to call (the framework is imported here); with `pinned`,
+    only a folder whose folder_sha256 it is (checked before any of its files is unpickled)."""
     from ..training import formats
 
+    if pinned and (found := folder_sha256(folder)) != pinned:
+        raise ValueError(f"{folder}: its files' sha256 is {found[:12]}..., not the deployed "
+                         f"model's {pinned[:12]}...: not loaded")  # fmt: skip
     card_file = folder / "model.json"
     if not card_file.is_file():
         raise FileNotFoundError(f"{folder}: no model.json (write one with invoke export --run RUN)")

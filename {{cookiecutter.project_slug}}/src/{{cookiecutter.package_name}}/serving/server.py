@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 import re
 import socket
 import threading
@@ -24,7 +25,7 @@ from .connections import GuardedHttpTools
 from .drift import Drift, softmax
 from .http import App, Routes
 from .metrics import ServingMetrics
-from .model import ServedModel, load
+from .model import PINNED, ServedModel, load
 from .samples import Sampler, Sampling
 
 log = logging.getLogger(__name__)
@@ -61,7 +62,7 @@ class ModelServer:
     def load(self, folder: Path, max_batch: int, max_delay: float) -> None:
         """Load the model (the server answers liveness meanwhile, readiness with 503)."""
         try:
-            model = load(folder)
+            model = load(folder, os.environ.get(PINNED, ""))
         except Exception as error:  # said at readiness and in the log; liveness goes on
             self.load_error = f"{type(error).__name__}: {error}".splitlines()[0]
             log.error("cannot load the model: %s", self.load_error)
