@@ -102,3 +102,26 @@ def test_a_cloud_run_says_when_this_shells_api_key_will_not_reach_it(tmp_path: P
     assert "WANDB_API_KEY" not in invoke_cli(*base, "--", "logger=jsonl", env=env).stderr
     settings.write_text('[secrets]\nWANDB_API_KEY = "wandb-api-key"\n')
     assert "warning" not in invoke_cli(*base, env=env).stderr
+
+
+def test_each_cloud_run_gets_its_own_wandb_run_at_the_same_fixed_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every cloud VM and job trains in the same fixed folder (/outputs/run on SkyPilot): two
+    cloud runs there log two wandb runs, and a resume of one (the same RUN_ID) continues its own."""
+    from {{ cookiecutter.package_name }}.tracking import wandb_tracker
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    folder = tmp_path / "outputs" / "run"
+    folder.mkdir(parents=True)
+    ids = []
+    one, another = "proj-261201-000000-aaaa", "proj-261201-000100-bbbb"
+    for cloud_run in (one, another, one):
+        monkeypatch.setenv("RUN_ID", cloud_run)
+        tracker = wandb_tracker.start(folder, {}, mode="offline")
+        ids.append(tracker.run.id)
+        tracker.finish(0)
+    first, second, resumed = ids
+    assert first != second and resumed == first
+    monkeypatch.delenv("RUN_ID")
+    assert wandb_tracker.run_id(folder) == wandb_tracker.run_id(folder) != first  # a local run

@@ -62,6 +62,14 @@ def resolve_mode(requested: str) -> str:
     return requested
 
 
+def run_id(run_dir: Path) -> str:
+    """The wandb run's id. A cloud run's comes from its own id (RUN_ID, kept by every relaunch
+    and resume of it): its run folder is the same fixed path on every VM and job. Elsewhere it
+    comes from the run folder, so re-running the same folder (a resume) continues the same run."""
+    source = os.environ.get("RUN_ID") or str(run_dir.resolve())
+    return hashlib.sha1(source.encode()).hexdigest()[:16]
+
+
 def start(
     run_dir: Path,
     config: dict[str, Any],
@@ -74,8 +82,7 @@ def start(
     import wandb
 
     chosen = resolve_mode(mode)
-    # Re-running the same run directory (a resume) continues the same wandb run.
-    init.setdefault("id", hashlib.sha1(str(run_dir.resolve()).encode()).hexdigest()[:16])
+    init.setdefault("id", run_id(run_dir))
     settings = wandb.Settings(init_timeout=init_timeout, silent=silent)
 
     def begin(chosen_mode: str) -> Any:
