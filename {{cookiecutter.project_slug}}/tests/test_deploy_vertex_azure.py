@@ -186,6 +186,36 @@ def test_a_failed_vertex_deploy_deletes_what_it_made(
 
 
 @pytest.mark.needs("gcloud")
+@pytest.mark.parametrize("undeploy_fails", [False, True], ids=["cleaned", "left"])
+def test_a_deploy_call_that_fails_after_vertex_deployed_leaves_nothing_billed_unsaid(
+    vertex: tuple[google_api.GoogleApi, dict[str, str]],
+    short_run: Path,
+    tmp_path: Path,
+    undeploy_fails: bool,
+) -> None:
+    """deploy-model fails though Vertex AI deployed the model (a lost answer, an interrupt):
+    cleanup undeploys it and deletes the rest; where the undeploy fails too, the error line
+    gives the exact command that takes the billed model down."""
+    api, env = vertex
+    api.deploy_fails, api.undeploy_fails = True, undeploy_fails
+    run = copy_of(short_run, tmp_path / "lost")
+    name = f"{PROJECT}-lost"
+    done = invoke_cli("deploy", f"--run={run}", "--cloud=gcp", "--yes", f"--image={GCP_IMAGE}",
+                      env=env)  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    line = done.stderr.strip().splitlines()[-1]
+    if not undeploy_fails:
+        assert api.endpoints == {} and api.models == {}, line
+        return
+    deployed = api.endpoints[name]["deployedModels"]  # gcloud retried the 503: more than one
+    assert deployed, "the stand-in deployed it"
+    for model in deployed:
+        undeploy = (f"gcloud ai endpoints undeploy-model {name} --deployed-model-id={model['id']}"
+                    " --region=us-central1 --project=proj --format=json")  # fmt: skip
+        assert undeploy in line, line
+
+
+@pytest.mark.needs("gcloud")
 def test_a_taken_endpoint_name_is_one_line_and_makes_nothing(
     vertex: tuple[google_api.GoogleApi, dict[str, str]], short_run: Path, tmp_path: Path
 ) -> None:

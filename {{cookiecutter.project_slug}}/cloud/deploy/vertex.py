@@ -15,6 +15,7 @@ found: the catalog gives Compute Engine's price for the same machine, a lower bo
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Sequence
 from typing import Any
 
@@ -88,6 +89,9 @@ def create(deployment: Deployment, cmd: Commands) -> dict[str, Any]:
                         f"--display-name={name}", f"--labels={_labels(deployment)}"))  # fmt: skip
         made.append("endpoint")
         machine, accelerator = deployment.instance.machine, deployment.instance.accelerator
+        # Counted from the call: Vertex AI goes on deploying (and billing) after a failed or
+        # interrupted deploy-model, so cleanup undeploys whatever the endpoint serves.
+        made.append("deployment")
         cmd.run(_gcloud(
             settings, "endpoints", "deploy-model", name, f"--model={name}",
             f"--display-name={name}", f"--machine-type={machine}",
@@ -95,9 +99,11 @@ def create(deployment: Deployment, cmd: Commands) -> dict[str, Any]:
             f"--max-replica-count={deployment.max_instances}", "--traffic-split=0=100",
             *([f"--accelerator=type={accelerator},count=1"] if accelerator else []), *runs_as,
         ))  # fmt: skip
-        made.append("deployment")
     except (CloudError, KeyboardInterrupt) as error:
-        remove(settings, name, made, cmd)
+        try:
+            remove(settings, name, made, cmd)
+        except CloudError as left:
+            raise CloudError(f"{str(error) or 'interrupted'}; {left}") from error
         if isinstance(error, KeyboardInterrupt):
             raise
         raise CloudError(f"{error}; what it had made is deleted") from error
@@ -113,12 +119,16 @@ def _endpoint(settings: dict[str, Any], name: str, cmd: Commands) -> dict[str, A
 def remove(settings: dict[str, Any], name: str, parts: Sequence[str], cmd: Commands) -> None:
     """Delete `parts` (of PARTS) of endpoint `name`, newest first: the deployed models first,
     since Vertex AI deletes neither an endpoint nor a model while it serves. One already gone
-    is no error."""
+    is no error; every part is tried, and a CloudError at the end names the exact commands of
+    those left (an undeploy that fails leaves a model billed)."""
+    left: list[str] = []
     if "deployment" in parts:
         endpoint = _endpoint(settings, name, cmd) or {}
         for deployed in endpoint.get("deployedModels", []):
-            cmd.run(_gcloud(settings, "endpoints", "undeploy-model", name,
-                            f"--deployed-model-id={deployed['id']}"))  # fmt: skip
+            undeploy = _gcloud(settings, "endpoints", "undeploy-model", name,
+                               f"--deployed-model-id={deployed['id']}")  # fmt: skip
+            if cmd.run(undeploy, check=False).returncode != 0:
+                left.append(shlex.join(undeploy))
     steps = {
         "endpoint": _gcloud(settings, "endpoints", "delete", name, "--quiet"),
         "model": _gcloud(settings, "models", "delete", name, "--quiet"),
@@ -126,7 +136,13 @@ def remove(settings: dict[str, Any], name: str, parts: Sequence[str], cmd: Comma
     }
     for part in PARTS[1:]:
         if part in parts:
-            common.delete(steps[part], r"NOT_FOUND|not found", f"the {part} of {name}", cmd)
+            try:
+                common.delete(steps[part], r"NOT_FOUND|not found", f"the {part} of {name}", cmd)
+            except CloudError:
+                left.append(shlex.join(steps[part]))
+    if left:
+        commands = "; ".join(left)
+        raise CloudError(f"{name} is not all deleted (billed while it serves): run {commands}")
 
 
 def describe(settings: dict[str, Any], name: str, cmd: Commands) -> dict[str, Any]:

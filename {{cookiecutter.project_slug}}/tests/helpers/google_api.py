@@ -48,6 +48,8 @@ class GoogleApi:
     models: dict[str, dict[str, Any]] = field(default_factory=dict)  # Vertex AI models by id
     endpoints: dict[str, dict[str, Any]] = field(default_factory=dict)  # Vertex AI endpoints
     serving_quota: bool = True  # False: deployModel is refused as a project with no quota is
+    deploy_fails: bool = False  # True: deployModel deploys, yet answers 503 (as a lost call)
+    undeploy_fails: bool = False  # True: undeployModel answers 500 and undeploys nothing
 
     def bodies(self, method: str, pattern: str) -> list[Any]:
         return [r.body for r in self.requests if r.method == method and re.search(pattern, r.path)]
@@ -357,7 +359,11 @@ def _handler(api: GoogleApi) -> type[BaseHTTPRequestHandler]:
                 deployed = {**body["deployedModel"], "id": str(1000 + len(api.requests))}
                 entry["deployedModels"].append(deployed)
                 entry["trafficSplit"] = {deployed["id"]: 100}
+                if api.deploy_fails:
+                    return self._answer(503, {"error": {"code": 503, "message": "unavailable"}})
                 return self._lro(entry["name"], "DeployModelResponse", {"deployedModel": deployed})
+            if verb == "undeployModel" and api.undeploy_fails:
+                return self._answer(500, {"error": {"code": 500, "message": "internal"}})
             if verb == "undeployModel":
                 entry["deployedModels"] = [
                     m for m in entry["deployedModels"] if m["id"] != body["deployedModelId"]
