@@ -124,9 +124,8 @@ def deploy(
 
 
 def _pinned(model: Path) -> str:
-    """The model folder's sha256 (the package's serving code says how), which the server checks
-    before it loads the copy in the cloud; none in a dry run that has no folder yet."""
-    if not model.is_dir():
+    """The model folder's sha256, which the server checks before it loads the cloud's copy."""
+    if not model.is_dir():  # a dry run's, not made yet
         return ""
     return str(importlib.import_module(f"{PACKAGE}.serving.model").folder_sha256(model))
 
@@ -159,8 +158,7 @@ def _settings_of(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def _record(name: str | None, usage: str, elsewhere: str = "") -> dict[str, Any]:
-    """The record of endpoint `name`; Exit naming those made here (and `elsewhere`: how to
-    reach one made elsewhere) where there is none."""
+    """The record of endpoint `name`; Exit naming those made here (and `elsewhere`) if none."""
     known = ", ".join(r["name"] for r in common.all_records()) or "none yet"
     if not name:
         raise Exit(f"error: {usage} (endpoints made here: {known})", 2)
@@ -232,7 +230,6 @@ def _made_elsewhere(cloud: str, recorded: set[str]) -> list[common.Found] | None
 # None, not "": invoke fills a positional argument only while it is None.
 def predict(c: Context, endpoint: str = "", file: str | None = None) -> None:
     """Send a JSON file of inputs to an endpoint and print its predictions.
-
     invoke predict --endpoint NAME FILE."""
     record = _record(endpoint, "invoke predict needs --endpoint NAME and a JSON FILE")
     if not file:

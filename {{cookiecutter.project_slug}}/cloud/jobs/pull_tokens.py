@@ -106,9 +106,9 @@ def _scope_map_name(repository: str) -> str:
 
 
 def _delete_expired(registry: str, cmd: Commands) -> None:
-    listed = cmd.run(["az", "acr", "token", "list", "--registry", registry, "--query",
-                      f"[?ends_with(name, '{TOKEN_SUFFIX}')].{{name: name, "
-                      "expiry: credentials.passwords[0].expiry}", "--output", "json"],
+    query = "[?ends_with(name, '%s')].{name: name, expiry: credentials.passwords[0].expiry}"
+    listed = cmd.run(["az", "acr", "token", "list", "--registry", registry,
+                      "--query", query % TOKEN_SUFFIX, "--output", "json"],
                      dry_answer="[]", quiet=True)  # fmt: skip
     now = datetime.datetime.now(datetime.UTC)
     for entry in json.loads(listed.stdout or "[]"):
