@@ -34,7 +34,7 @@ VARIANTS = variants(TEMPLATE_DIR)
 # The "older" template of the update tests: the current tree with these changes.
 OLD_EDITS = [  # (file in the project template, line pattern, its text in the older template)
     ("_pytorch/configs/optimizer/adamw.yaml", r"^lr: .*$", "lr: 0.001"),
-    (".gitignore", r"^multirun/\n", ""),
+    (".gitignore", r"^/multirun/\n", ""),
 ]
 OLD_ABSENT = ["configs/debug/overfit.yaml"]  # added by the newer template
 
