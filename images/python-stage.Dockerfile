@@ -6,7 +6,8 @@
 # launcher with gcc against the same (g++ brings gcc). g++ and lib$PYTHON-dev without their
 # recommends are the smallest set that does (269 MB on Debian 12); their static libpython goes,
 # since nothing links Python statically. A base that already has all three (the template's
-# published Python bases) skips this layer's work.
+# published Python bases) skips this layer's work. What apt leaves that differs from build to
+# build (its logs, ldconfig's cache of file stats) goes, so that two builds are the same.
 FROM ${BASE_IMAGE} AS python
 ARG PYTHON
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
@@ -24,5 +25,6 @@ RUN if ! command -v g++ >/dev/null || ! "$PYTHON" -c 'import pathlib, sys, sysco
       && apt-get install -y --no-install-recommends g++ "lib$PYTHON-dev" \
       && rm -f /usr/lib/"$PYTHON"/config-*/lib"$PYTHON"*.a /usr/lib/*-linux-gnu/lib"$PYTHON"*.a \
       && apt-get clean \
-      && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log; \
+      && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log \
+        /var/log/alternatives.log /var/cache/ldconfig/aux-cache; \
     fi

@@ -127,14 +127,13 @@ def test_a_spot_t4_run_is_a_g4dn_that_terminates_itself(moto: dict) -> None:
     assert "SECRETS=DATA_TOKEN=data-token" in script
     role = "{{ cookiecutter.project_slug }}-runner"
     policy = aws(moto, "iam", "get-role-policy", "--role-name", role, "--policy-name", role)
-    granted = {
-        action: statement["Resource"]
-        for statement in policy["PolicyDocument"]["Statement"]
-        for action in (
-            [statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"]
-        )
-    }
+    granted, denied = {}, {}
+    for statement in policy["PolicyDocument"]["Statement"]:
+        actions = statement["Action"]
+        for action in [actions] if isinstance(actions, str) else actions:
+            (granted if statement["Effect"] == "Allow" else denied)[action] = statement["Resource"]
     assert granted["s3:PutObject"] == "arn:aws:s3:::runs-bucket/*", "the project's bucket only"
+    assert denied["s3:PutObject"].endswith("/endpoints/*"), "never the deployed models"
     closed = aws(moto, "s3api", "get-public-access-block", "--bucket", "runs-bucket")
     assert all(closed["PublicAccessBlockConfiguration"].values()), closed
     # Nothing gets in: the project's own group, with no inbound rule (not the VPC's default).

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SHORT, read_metrics, train
+from conftest import SHORT, read_metrics, run_module, train
 from test_serve import start, stop
 
 from {{ cookiecutter.package_name }} import export as exporting
-from {{ cookiecutter.package_name }}.data.sources import load_table
+from {{ cookiecutter.package_name }}.data.sources import kfold_splits, load_table
 from {{ cookiecutter.package_name }}.data.splits import split_indices
 
 ROWS = 600
@@ -61,6 +61,11 @@ def test_a_raw_table_trains_as_well_as_cleaned_by_hand_and_is_served_raw(tmp_pat
     )
     saved = json.loads((tmp_path / "raw" / "preparation.json").read_text())
     assert [c["name"] for c in saved["columns"]] == ["small", "big", "colour"]
+    # evaluate prepares the raw file with the checkpoint's saved preparation, not a new fit.
+    scored = run_module("evaluate", f"ckpt_path={tmp_path / 'raw'}",
+                        f"hydra.run.dir={tmp_path / 'scored'}")  # fmt: skip
+    assert scored.returncode == 0, scored.stdout
+    assert read_metrics(tmp_path / "scored")["test/accuracy"] == pytest.approx(as_is, abs=1e-6)
 
     # Exported (its parity check runs the raw rows through the saved preparation) and served:
     # the test split's rows as the file has them, empty cells and all, give the run's accuracy.
@@ -85,3 +90,14 @@ def test_a_raw_table_trains_as_well_as_cleaned_by_hand_and_is_served_raw(tmp_pat
         assert answer["error"].startswith("instance 0, column small: 'x' is not a finite number")
     finally:
         stop(server)
+
+
+def test_crossval_fits_each_folds_preparation_on_that_folds_train_part(tmp_path: Path) -> None:
+    raw, _ = write_table(tmp_path)
+    folds = kfold_splits(str(raw), 3, 0.15, 0.15, 1234)
+    for fold in folds:  # standardized with the statistics of its own train rows, no others
+        numbers = fold.train.x[:, :2]
+        assert np.abs(numbers.mean(axis=0)).max() < 1e-4
+        assert np.abs(numbers.std(axis=0) - 1).max() < 1e-3
+        assert np.abs(fold.test.x[:, :2].mean(axis=0)).max() > 1e-4  # held out: not fitted on
+    assert len({json.dumps(fold.preparation.to_dict()) for fold in folds}) == 3
