@@ -255,7 +255,7 @@ def bake(c: Context, answers: str) -> None:
 def test(c: Context) -> None:
     """Run the template's whole test suite; pytest arguments go after `--`."""
     with c.cd(ROOT):
-        c.run(f"{PYTHON} -m pytest tests --durations=10 {_after_dashes(c)}", pty=_pty())
+        c.run(f"{PYTHON} -m pytest --durations=10 {_after_dashes(c)}", pty=_pty())
 
 
 @task

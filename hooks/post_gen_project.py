@@ -21,12 +21,14 @@ from template_tools import (  # noqa: E402
     write_answers_record,
     write_image_defaults,
     write_license,
+    write_package_pin,
 )
 
 remove_at_exit(__file__)
 PROJECT_DIR = Path.cwd()
 prune(PROJECT_DIR, ANSWERS)
 write_image_defaults(PROJECT_DIR, ANSWERS)
+write_package_pin(PROJECT_DIR, ANSWERS, Path(TEMPLATE_DIR))
 write_license(PROJECT_DIR, ANSWERS)
 write_answers_record(PROJECT_DIR, ANSWERS, Path(TEMPLATE_DIR))
 if not os.environ.get(QUIET_ENV):

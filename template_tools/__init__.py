@@ -13,6 +13,7 @@ from template_tools.images import write_image_defaults
 from template_tools.licenses import license_text, write_license
 from template_tools.naming import check_package_name, check_project_slug
 from template_tools.next_steps import QUIET_ENV, next_steps
+from template_tools.package import write_package_pin
 from template_tools.prune import prune
 from template_tools.record import write_answers_record
 from template_tools.variants import Variant, bake, choices, default_answers, variants
@@ -40,4 +41,5 @@ __all__ = [
     "write_answers_record",
     "write_image_defaults",
     "write_license",
+    "write_package_pin",
 ]

@@ -1,4 +1,4 @@
-"""Which GPUs each cloud offers: the generated project's own catalog, cloud/catalog.json.
+"""Which GPUs each cloud offers: the catalog of the cloudgpu package, cloudgpu/.../catalog.json.
 
 One catalog: the prompt check reads the file the project's `invoke train --cloud` launches from.
 """
@@ -12,12 +12,7 @@ from typing import Any
 
 from template_tools.errors import AnswerError
 
-CATALOG = (
-    Path(__file__).resolve().parent.parent
-    / "{{cookiecutter.project_slug}}"
-    / "cloud"
-    / "catalog.json"
-)
+CATALOG = Path(__file__).resolve().parent.parent / "cloudgpu" / "src" / "cloudgpu" / "catalog.json"
 
 
 @cache

@@ -30,7 +30,7 @@ DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 # The line of the project's Dockerfile that takes its default from the matrix.
 BASE_ARG = "ARG BASE_IMAGE"
 CUDA_PINS = Path("requirements") / "cuda.txt"
-CLOUD_IMAGE = Path("cloud") / "image.json"
+CLOUD_IMAGE = Path("image.json")  # beside the Dockerfile: what a GPU must have to run it
 
 Row = dict[str, Any]
 
@@ -151,7 +151,7 @@ def write_image_defaults(project_dir: Path, answers: Mapping[str, Any]) -> None:
     needs = {
         "about": "What the project's GPU image needs of a machine: the template's "
         f"images/matrix.json row {chosen['id']}, written when the project was made. "
-        "`invoke train --cloud` checks it against cloud/catalog.json before it starts one.",
+        "`invoke train --cloud` checks it against the cloudgpu catalog before it starts one.",
         "row": chosen["id"],
         "cuda": chosen["cuda"],
         "min_driver": chosen["min_driver"],

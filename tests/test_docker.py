@@ -1090,7 +1090,7 @@ def test_a_monitored_run_is_scraped_through_invoke_monitor_run(
     node = exporter_image(local_cloud.registry, tmp_path, "prometheus/node-exporter", request)
     gpu = exporter_image(local_cloud.registry, tmp_path, "nvidia/dcgm-exporter", request)
     node_port, trainer_port = engine.free_port(), engine.free_port()
-    table = json.loads((local_cloud.project / "cloud" / "vm" / "exporters.json").read_text())
+    table = json.loads((local_cloud.project / "monitoring" / "exporters.json").read_text())
     table["trainer_port"] = trainer_port
     for spec, tagged, port in ((table["exporters"]["node"], node, node_port),
                                (table["exporters"]["gpu"], gpu, engine.free_port())):  # fmt: skip

@@ -111,7 +111,7 @@ class Suite:
     bare: bool = False
 
 
-# The test modules of what both frameworks' projects share (cloud/, tasks/ but framework.py):
+# The test modules of what both frameworks' projects share (tasks/ but framework.py):
 # the same file in both projects, testing the same code (test_the_shared_modules_are_one_file
 # checks both). Each module's second-tier tests run in one framework's second tier, named here
 # (the two second tiers then take about as long); every framework runs their first-tier tests,
@@ -130,13 +130,12 @@ SHARED_MODULES = {
     "tests/test_managed_jobs.py": "pytorch",
     "tests/test_run_secrets.py": "tensorflow",
     "tests/test_serving_monitor.py": "tensorflow",
-    "tests/test_startup_script.py": "tensorflow",
 }
-# What may differ under the code those modules test: what the framework's image needs of a GPU
-# (cloud/image.json), and the files of a framework's overlay (tasks/framework.py: how it starts
-# on several devices; its own test helpers). Each is tested in every framework's first tier.
-SHARED_CODE = ("cloud", "tasks", "tests/helpers", "tests/conftest.py")
-SHARED_CODE_EXCEPT = ("cloud/image.json",)
+# What may differ under the code those modules test (the cloudgpu package they drive is the same
+# wheel for both): the files of a framework's overlay (tasks/framework.py: how it starts on
+# several devices; its own test helpers). Each is tested in every framework's first tier.
+SHARED_CODE = ("tasks", "tests/helpers", "tests/conftest.py")
+SHARED_CODE_EXCEPT: tuple[str, ...] = ()
 OVERLAYS = [TEMPLATE_DIR / PROJECT_TEMPLATE / f"_{name}" for name in ("pytorch", "tensorflow")]
 FIRST_TIER = ["-m", "invoke", "test", "--", "-p", "no:cacheprovider"]  # as a person types it
 SECOND_TIER = ["-m", "pytest", "-p", "no:cacheprovider", "-m", "slow or needs", "-rA",

@@ -6,6 +6,7 @@ action by commit SHA. `.ci/run` must run exactly the README's test command.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -16,7 +17,7 @@ import pytest
 import yaml
 from conftest import TEMPLATE_DIR, git
 
-from template_tools import bake, choices
+from template_tools import bake, choices, package
 
 TOOLS = Path(sys.executable).parent
 TEMPLATE_WORKFLOWS = sorted((TEMPLATE_DIR / ".github" / "workflows").glob("*.yml"))
@@ -67,7 +68,8 @@ def all_workflows(generated_repos: list[Path]) -> list[Path]:
 
 
 def test_template_has_workflows() -> None:
-    assert [path.name for path in TEMPLATE_WORKFLOWS] == ["ci.yml", "images.yml"]
+    names = [path.name for path in TEMPLATE_WORKFLOWS]
+    assert names == ["ci.yml", "images.yml", "release-cloudgpu.yml"]
     # GitHub's CI is this CI: .ci/run, with what it installs, not a bare `invoke test`.
     steps = yaml.safe_load(TEMPLATE_WORKFLOWS[0].read_text())["jobs"]["test"]["steps"]
     assert [step["run"] for step in steps if "ci/run" in step.get("run", "")] == [
@@ -215,3 +217,24 @@ def test_ci_runs_the_readme_test_command() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == readme_commands()["test"]
+
+
+def test_the_package_is_released_from_its_tag_by_trusted_publishing() -> None:
+    release = yaml.safe_load((TEMPLATE_DIR / ".github/workflows/release-cloudgpu.yml").read_text())
+    assert release[True] == {"push": {"tags": ["cloudgpu-v*"]}}  # `on:` reads as True
+    [job] = release["jobs"].values()
+    assert job["permissions"] == {"contents": "read", "id-token": "write"}
+    assert job["environment"]["name"] == "pypi"
+    uses = [step.get("uses", "") for step in job["steps"]]
+    assert uses[-1].startswith("pypa/gh-action-pypi-publish@")
+    assert not any("password" in step.get("with", {}) for step in job["steps"]), "no token"
+    # The tag check runs the workflow's own command: it prints the version the tag must name.
+    [check] = [step["run"] for step in job["steps"] if "version=$(" in step.get("run", "")]
+    command = check.split("version=$(", 1)[1].split(")\n", 1)[0]
+    path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"  # the tools' python, as there
+    done = subprocess.run(
+        command, shell=True, cwd=TEMPLATE_DIR, env={**os.environ, "PATH": path},
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == package.version()

@@ -38,6 +38,8 @@ EXTRAS = ("dev",)
 SUPERSET = {"tracking": "wandb"}
 READY = ".complete"  # written last: a venv without it was interrupted
 INSTALL_TIMEOUT = 1800  # seconds: installing torch and friends takes minutes
+PACKAGE = TEMPLATE_DIR / "cloudgpu"  # the machinery every project pins (template_tools/package.py)
+_WHEEL: Path | None = None
 
 
 def dependency_key(project: Path) -> str:
@@ -93,7 +95,31 @@ def shared_venv(framework: str, superset: Path) -> Path:
             for stale in VENVS.glob(f"{framework}-*"):
                 shutil.rmtree(stale, ignore_errors=True)
             create_venv(venv, superset)
+        install_package(venv_python(venv))
     return venv_python(venv)
+
+
+def package_wheel() -> Path:
+    """The cloudgpu wheel of this checkout, built once per process: what the projects' tests
+    run is the artifact a release would publish (its data files included), of this source."""
+    global _WHEEL
+    if _WHEEL is None:
+        out = Path(tempfile.mkdtemp(prefix="cloudgpu-wheel-"))
+        command = [sys.executable, "-m", "uv", "build", "--wheel", "--out-dir", str(out)]
+        done = run_logged(
+            [*command, str(PACKAGE)], TEMPLATE_DIR, 300, {**os.environ, **uv_environment()}
+        )
+        assert done.returncode == 0, f"building the cloudgpu wheel failed:\n{done.stdout[-4000:]}"
+        [_WHEEL] = out.glob("cloudgpu-*.whl")
+    return _WHEEL
+
+
+def install_package(python: Path) -> None:
+    """Put this checkout's cloudgpu wheel into the venv of `python`, over what it had (a venv is
+    reused across sessions; the package's source changes within one)."""
+    command = uv_install_command(python, ["--no-deps", "--reinstall", str(package_wheel())])
+    done = run_logged(command, TEMPLATE_DIR, 300, {**os.environ, **uv_environment()})
+    assert done.returncode == 0, f"{' '.join(command)} failed:\n{done.stdout[-4000:]}"
 
 
 def make_venvs(supersets: dict[str, Path]) -> dict[str, Path]:

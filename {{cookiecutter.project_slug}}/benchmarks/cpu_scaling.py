@@ -2,7 +2,7 @@
 on the digits, wider) at 1 and 2 threads in one container, and at 1 and 2 nodes (containers on a
 network of their own, as scaling.py runs them, this machine's cores shared between them); the
 prediction for each from the profile `invoke estimate` takes (tasks/profiling.py), taken in the
-same image, and its model (cloud/estimate.py). Each container's run reports the threads its
+same image, and its model (cloudgpu/estimate.py). Each container's run reports the threads its
 trainer ran on, checked against those it was given.
 
     invoke build --cpu && python benchmarks/cpu_scaling.py --image {{ cookiecutter.project_slug }}:<tag>-cpu
@@ -29,7 +29,8 @@ import scaling  # beside this file: the containers-as-nodes runner
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from cloud import estimate as model  # noqa: E402  (the project's own code, by path)
+from cloudgpu import estimate as model  # noqa: E402  (the project's own code, by path)
+
 from tasks import framework, profiling  # noqa: E402
 
 MODEL = ["model=cnn", "model.channels=[64,128]"]  # the CNN, wider

@@ -10,12 +10,13 @@ happen in the processes they start.
     image.py    the training image: build, push (to a cloud's registry too), run, shell, lock
     remote_plan.py remote_run.py machine_flags.py
                 invoke train --cloud=...: the plan, its price and the question; the VM or job
-                started and followed (cloud/ does the work); the machine the flags choose
+                started and followed (the cloudgpu package does the work); the machine the
+                flags choose
     remote.py   the cloud runs: status, logs, stop
     offers.py   what they can run on: machines (CPU and GPU), gpus
     estimate.py profiling.py loopback.py
                 invoke estimate: the run profiled here, then its time and cost on N machines
-                of each type (cloud/estimate.py's model)
+                of each type (cloudgpu/estimate.py's model)
     managed.py  jobs of the clouds' training services (--backend=managed|skypilot)
     endpoints.py   a trained run on a managed endpoint: deploy, endpoints, predict, undeploy
     data.py     datasets: shards for data=shards (data.prepare), to the bucket (data.push)
@@ -25,13 +26,16 @@ happen in the processes they start.
     framework.py   what differs between frameworks (install, multi-device launch, index)
 """
 
+import os
 import sys
 from pathlib import Path
 
 from invoke import Collection
 
-# invoke puts tasks/ on sys.path, not the project: the cloud tasks import cloud/ from beside it.
+# invoke puts tasks/ on sys.path, not the project: the tasks import each other as a package.
+# The cloudgpu package (pinned in pyproject.toml) acts on this project, wherever invoke started.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ["CLOUDGPU_PROJECT"] = str(Path(__file__).resolve().parent.parent)
 
 from . import (
     data,

@@ -12,10 +12,9 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from cloudgpu import PROVIDERS, settings
+from cloudgpu.commands import CloudError, Commands
 from invoke import Context, Exit, task
-
-from cloud import PROVIDERS, settings
-from cloud.commands import CloudError, Commands
 
 from .project import DEFAULT_CLOUD, IMAGE, PACKAGE
 

@@ -2,7 +2,7 @@
 
 `invoke deploy --run RUN --cloud=aws` exports the run where it has no model/ yet, builds and
 pushes the serving image (`invoke build --serve`), packs the model for the service, shows the
-price per hour and asks, then makes the endpoint (cloud/deploy/ does the work) and waits until
+price per hour and asks, then makes the endpoint (cloudgpu/deploy/ does the work) and waits until
 it serves. An endpoint bills every hour it exists: `invoke endpoints` lists them with their
 price, `invoke undeploy NAME` deletes everything deploy made.
 """
@@ -16,12 +16,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from cloudgpu import PROVIDERS, settings
+from cloudgpu.commands import CloudError, Commands
+from cloudgpu.deploy import ENGINES, common
+from cloudgpu.plan import PlanError
 from invoke import Context, Exit, task
-
-from cloud import PROVIDERS, settings
-from cloud.commands import CloudError, Commands
-from cloud.deploy import ENGINES, common
-from cloud.plan import PlanError
 
 from .args import whole_number
 from .image import push_to
@@ -54,7 +53,7 @@ def confirm(deployment: common.Deployment, yes: bool) -> None:
     help={
         "run": "a trained run's folder (exported first where it has no model/)",
         "cloud": "where: aws (SageMaker), gcp (Vertex AI) or azure (Azure ML)",
-        "instance": "the instance type (cloud/endpoints.json lists them with their prices)",
+        "instance": "the instance type (cloudgpu/endpoints.json lists them with their prices)",
         "gpu": "a GPU instance instead (aws: t4, a10g, l4; gcp, azure: t4)",
         "min": "instances at least (and at start)",
         "max": "instances at most: above --min, scaled on requests per instance",

@@ -1,13 +1,12 @@
 """invoke estimate: out (more machines) or up (a bigger one), decided with numbers. The run is
-profiled here (profiling.py), then cloud/estimate.py's model gives each machine x node count of
+profiled here (profiling.py), then cloudgpu/estimate.py's model gives each machine x node count of
 the catalog the time and the cost of the whole run; the cheapest and the fastest are marked."""
 
 from __future__ import annotations
 
+from cloudgpu import catalog, machines
+from cloudgpu import estimate as model
 from invoke import Context, Exit, task
-
-from cloud import catalog, machines
-from cloud import estimate as model
 
 from . import profiling
 from .args import override_args, whole_number

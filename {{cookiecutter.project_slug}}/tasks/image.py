@@ -17,10 +17,9 @@ import tomllib
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from cloudgpu import PROVIDERS, runs, settings
+from cloudgpu.commands import CloudError, Commands
 from invoke import Context, Exit, task
-
-from cloud import PROVIDERS, runs, settings
-from cloud.commands import CloudError, Commands
 
 from . import framework
 from .args import override_args

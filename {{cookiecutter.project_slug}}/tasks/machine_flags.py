@@ -4,8 +4,8 @@ its clouds (SkyPilot picks where it runs; the dearest bounds the price)."""
 
 from __future__ import annotations
 
-from cloud import catalog, machines
-from cloud.plan import PlanError
+from cloudgpu import catalog, machines
+from cloudgpu.plan import PlanError
 
 from .project import DEFAULT_GPU
 

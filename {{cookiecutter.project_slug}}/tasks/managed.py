@@ -2,7 +2,7 @@
 the plan's job, follow it to its end, and its state, for status, logs and stop.
 
 `invoke train --cloud=aws --backend=managed --nodes 4 --gpu a10g:4` makes the same plan as a VM
-run (catalog, price, image by digest, bucket, secrets); cloud/jobs/engines.py picks the service's
+run (catalog, price, image by digest, bucket, secrets); cloudgpu/jobs/engines.py picks the service's
 module, which writes the job's file, kept beside the run's record, and sends it with the cloud's
 CLI.
 """
@@ -12,11 +12,11 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from cloud import runs
-from cloud.commands import CloudError, Commands
-from cloud.jobs import common
-from cloud.jobs.engines import engine as engine_of
-from cloud.plan import Plan
+from cloudgpu import runs
+from cloudgpu.commands import CloudError, Commands
+from cloudgpu.jobs import common
+from cloudgpu.jobs.engines import engine as engine_of
+from cloudgpu.plan import Plan
 
 from . import framework
 

@@ -4,9 +4,9 @@ every run training with `monitoring=prometheus` and evaluates monitoring/alerts.
 all three. It installs nothing: a missing binary is named with the command that installs it.
 
 `invoke monitor --run ID` also watches a cloud run started with --monitor: the cloud's tunnel
-(cloud/vm/tunnels.py) brings its trainer's, node_exporter's and dcgm-exporter's ports here, and
+(cloudgpu/vm/tunnels.py) brings its trainer's, node_exporter's and dcgm-exporter's ports here, and
 Prometheus scrapes them with the label cloud_run=ID. `--pin-exporters` records the digests of the
-exporters a monitored VM runs (cloud/vm/exporters.json).
+exporters a monitored VM runs (monitoring/exporters.json).
 
 Grafana is not started here: monitoring/grafana/ holds the provisioning (data source, dashboard)
 for a Grafana you run (README "Watch a run live").
@@ -50,7 +50,7 @@ DOWNLOADS = "https://prometheus.io/download/"  # the binaries, for other systems
         "dry_run": "print the config and the commands instead of starting anything",
         "run": "also watch this cloud run (started with --monitor), through the cloud's tunnel",
         "pin_exporters": "pull the exporters' tags and record their digests in "
-        "cloud/vm/exporters.json, then stop",
+        "monitoring/exporters.json, then stop",
     }
 )
 def monitor(
@@ -115,10 +115,10 @@ def monitor(
 
 def _cloud_run(run: str) -> tuple[list[Any], list[dict[str, Any]]]:
     """The tunnels to a monitored cloud run, and the targets Prometheus scrapes through them."""
-    from cloud import runs, settings
-    from cloud.commands import CloudError
-    from cloud.plan import PlanError, check_run_id
-    from cloud.vm import tunnels
+    from cloudgpu import runs, settings
+    from cloudgpu.commands import CloudError
+    from cloudgpu.plan import PlanError, check_run_id
+    from cloudgpu.vm import tunnels
 
     from .project import IMAGE
 
@@ -135,8 +135,8 @@ def _cloud_run(run: str) -> tuple[list[Any], list[dict[str, Any]]]:
 
 def _pin(dry_run: bool) -> None:
     """Record each exporter's digest: what a monitored VM pulls, never a moving tag."""
-    from cloud.commands import CloudError, Commands
-    from cloud.vm import exporters
+    from cloudgpu.commands import CloudError, Commands
+    from cloudgpu.vm import exporters
 
     from .image import DOCKER
 

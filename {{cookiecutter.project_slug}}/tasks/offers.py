@@ -1,11 +1,10 @@
 """What a cloud run can start on: `invoke machines` (CPU and GPU machines, with filters) and
-`invoke gpus` (its GPU view), from cloud/catalog.json and cloud/machines.json."""
+`invoke gpus` (its GPU view), from cloudgpu/catalog.json and cloudgpu/machines.json."""
 
 from __future__ import annotations
 
+from cloudgpu import catalog, machines
 from invoke import Context, Exit, task
-
-from cloud import catalog, machines
 
 from .remote import table
 

@@ -23,10 +23,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from cloudgpu import estimate as model
+from cloudgpu.catalog import Offer
 from invoke import Exit
-
-from cloud import estimate as model
-from cloud.catalog import Offer
 
 from . import framework, loopback
 from .project import PACKAGE

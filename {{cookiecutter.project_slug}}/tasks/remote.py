@@ -1,6 +1,6 @@
 """The cloud runs started from here: `invoke status`, `logs` and `stop`. Starting one
-(`invoke train --cloud=...`) is remote_plan.py and remote_run.py; the work itself is in cloud/
-(a plan, then each cloud's own CLI). What can be started is offers.py's.
+(`invoke train --cloud=...`) is remote_plan.py and remote_run.py; the work itself is in the
+cloudgpu package (a plan, then each cloud's own CLI). What can be started is offers.py's.
 """
 
 from __future__ import annotations
@@ -12,12 +12,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from cloudgpu import CLIS, PROVIDERS, runs, settings
+from cloudgpu.commands import CloudError, Commands
+from cloudgpu.jobs.common import ENDED
+from cloudgpu.plan import PlanError, check_run_id
 from invoke import Context, Exit, task
-
-from cloud import CLIS, PROVIDERS, runs, settings
-from cloud.commands import CloudError, Commands
-from cloud.jobs.common import ENDED
-from cloud.plan import PlanError, check_run_id
 
 from . import managed
 from .project import DEFAULT_CLOUD, IMAGE

@@ -11,14 +11,13 @@ import shutil
 import sys
 from typing import Any
 
+from cloudgpu import CLIS, PROVIDERS, catalog, settings, summary
+from cloudgpu.commands import INSTALL, CloudError, Commands
+from cloudgpu.jobs import engines, skypilot
+from cloudgpu.jobs.common import launcher
+from cloudgpu.plan import Plan, PlanError, check_max_hours, check_nodes, check_run_id, new_run_id
+from cloudgpu.vm import exporters
 from invoke import Context, Exit
-
-from cloud import CLIS, PROVIDERS, catalog, settings, summary
-from cloud.commands import INSTALL, CloudError, Commands
-from cloud.jobs import engines, skypilot
-from cloud.jobs.common import launcher
-from cloud.plan import Plan, PlanError, check_max_hours, check_nodes, check_run_id, new_run_id
-from cloud.vm import exporters
 
 from . import framework
 from .image import push_to

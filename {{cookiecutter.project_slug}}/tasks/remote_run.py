@@ -13,12 +13,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from cloudgpu import PROVIDERS, catalog, runs
+from cloudgpu.commands import Capacity, CloudError, Commands
+from cloudgpu.plan import Plan, PlanError
+from cloudgpu.vm import startup
 from invoke import Context, Exit
-
-from cloud import PROVIDERS, catalog, runs
-from cloud.commands import Capacity, CloudError, Commands
-from cloud.plan import Plan, PlanError
-from cloud.vm import startup
 
 from . import managed, profiling
 from .remote_plan import GOING, confirm, fail, machine_up, plan_run, show, unsent_secrets, utc_now

@@ -9,10 +9,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from cloudgpu import catalog, machines
 from conftest import invoke_cli, project_env
 from helpers import sdks
-
-from cloud import catalog, machines
 
 PACKAGE = "{{ cookiecutter.package_name }}"
 PROJECT = "{{ cookiecutter.project_slug }}"

@@ -17,10 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cloudgpu import machines
 from conftest import invoke_cli, project_env
 from helpers import services
-
-from cloud import machines
 
 pytestmark = pytest.mark.needs("aws")
 DIGEST = "sha256:" + "7" * 64

@@ -13,10 +13,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from cloudgpu import catalog, machines
 from conftest import PROJECT_ROOT, invoke_cli, project_env
 from test_cloud_monitor import pinned
-
-from cloud import catalog, machines
 
 CATALOG = json.loads((PROJECT_ROOT / "cloud" / "catalog.json").read_text())
 

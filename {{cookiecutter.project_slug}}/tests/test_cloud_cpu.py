@@ -12,9 +12,8 @@ import shlex
 from pathlib import Path
 
 import pytest
+from cloudgpu import catalog, machines
 from conftest import invoke_cli, project_env
-
-from cloud import catalog, machines
 
 DIGEST = "sha256:" + "4" * 64
 KINDS = {"compute", "general", "memory"}

@@ -9,10 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cloudgpu import machines
 from conftest import invoke_cli, project_env
 from helpers import google_api
-
-from cloud import machines
 
 pytestmark = pytest.mark.needs("gcloud")
 DIGEST = "sha256:" + "5" * 64

@@ -12,14 +12,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from cloudgpu.vm import tunnels
 from conftest import PROJECT_ROOT, invoke_cli, project_env
 from helpers import google_api
 
-from cloud.vm import tunnels
-
 DIGEST = "sha256:" + "3" * 64
 IMAGE = f"registry.example/project@{DIGEST}"
-EXPORTERS = json.loads((PROJECT_ROOT / "cloud" / "vm" / "exporters.json").read_text())
+EXPORTERS = json.loads((PROJECT_ROOT / "monitoring" / "exporters.json").read_text())
 
 
 def pinned(tmp_path: Path) -> Path:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cloudgpu.deploy import sagemaker
 from conftest import invoke_cli, read_metrics
 
-from cloud.deploy import sagemaker
 from {{ cookiecutter.package_name }} import export as exporting
 from {{ cookiecutter.package_name }}.training import formats
 

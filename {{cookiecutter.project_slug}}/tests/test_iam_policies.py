@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cloudgpu.providers import aws_policies
 from conftest import invoke_cli, project_env
 from helpers import iam, services
-
-from cloud.providers import aws_policies
 
 ACCOUNT = "123456789012"
 DIGEST = "sha256:" + "7" * 64

@@ -18,10 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cloudgpu import catalog, machines
 from conftest import invoke_cli, project_env
 from helpers import google_api, sdks, services
-
-from cloud import catalog, machines
 
 PACKAGE = "{{ cookiecutter.package_name }}"
 PROJECT = "{{ cookiecutter.project_slug }}"
@@ -365,7 +364,7 @@ def test_a_vertex_job_runs_as_the_projects_own_account_without_the_vm_grants(
 
 
 def test_every_gpu_vertex_is_asked_for_is_one_of_its_accelerator_types() -> None:
-    from cloud import catalog
+    from cloudgpu import catalog
 
     named = catalog.load()["services"]["vertex_accelerator"]
     assert set(catalog.load()["clouds"]["gcp"]["gpus"]) <= set(named)
@@ -373,7 +372,7 @@ def test_every_gpu_vertex_is_asked_for_is_one_of_its_accelerator_types() -> None
 
 @pytest.mark.needs("cloud-sdks")
 def test_every_vertex_accelerator_name_is_one_of_aiplatforms() -> None:
-    from cloud import catalog
+    from cloudgpu import catalog
 
     named = catalog.load()["services"]["vertex_accelerator"]
     names = [name for gpu, name in named.items() if gpu != "source"]
@@ -746,8 +745,8 @@ def test_the_task_unsets_the_registry_login_before_training() -> None:
     """SkyPilot exports a task's secrets to its command: the pull token must not reach training."""
     import datetime
 
-    from cloud.jobs import skypilot
-    from cloud.plan import Plan
+    from cloudgpu.jobs import skypilot
+    from cloudgpu.plan import Plan
 
     now = datetime.datetime.now(datetime.UTC).isoformat()
     plan = Plan(run_id="r", cloud="gcp", offer=None, spot=False, region="us-central1", zone="",
@@ -769,9 +768,9 @@ def test_an_acr_image_reaches_skypilot_as_a_pull_only_token_never_in_the_task_fi
     expired one of an earlier run is deleted), handed to `sky jobs launch --secret` through its
     environment. Real `sky`'s Task takes the same three as secrets and logs in with them; the
     task file, the command line and the printout hold no token; real az accepts every command."""
-    from cloud.commands import Commands
-    from cloud.jobs import skypilot
-    from cloud.plan import Plan
+    from cloudgpu.commands import Commands
+    from cloudgpu.jobs import skypilot
+    from cloudgpu.plan import Plan
 
     token = "acr-token-" + "9" * 20
     bin_dir = tmp_path / "bin"
@@ -850,8 +849,8 @@ def test_a_skypilot_task_stops_at_the_runs_deadline(hours_left: float, ends_with
     import subprocess
     import time
 
-    from cloud.jobs import skypilot
-    from cloud.plan import Plan
+    from cloudgpu.jobs import skypilot
+    from cloudgpu.plan import Plan
 
     created = datetime.datetime.now(datetime.UTC) - datetime.timedelta(hours=1)
     plan = Plan(run_id="r", cloud="aws", offer=None, spot=False, region="", zone="", image="i",
@@ -866,7 +865,7 @@ def test_a_skypilot_task_stops_at_the_runs_deadline(hours_left: float, ends_with
 def test_every_catalog_machine_is_one_sagemaker_trains_on_or_refused_by_name() -> None:
     """botocore's own list decides, machine by machine of the catalog: a g4dn.metal (8 x T4) is
     no SageMaker training instance, and the plan says so before anything is sent."""
-    from cloud.jobs import sagemaker
+    from cloudgpu.jobs import sagemaker
 
     known = sagemaker.training_instance_types()
     if known is None:

@@ -13,11 +13,11 @@ from typing import Any
 
 from ..commands import CloudError, Commands
 from ..plan import PlanError
+from ..project import ROOT
 
-# The project's exporters.json; CLOUD_EXPORTERS names another file (a test's).
-EXPORTERS = Path(
-    os.environ.get("CLOUD_EXPORTERS") or Path(__file__).resolve().with_name("exporters.json")
-)
+# The project's monitoring/exporters.json (its pins are the project's); CLOUD_EXPORTERS names
+# another file (a test's).
+EXPORTERS = Path(os.environ.get("CLOUD_EXPORTERS") or ROOT / "monitoring" / "exporters.json")
 
 
 def load() -> dict[str, Any]:

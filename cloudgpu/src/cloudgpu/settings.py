@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from .commands import CloudError
+from .project import ROOT
 
 # The project's cloud.toml; CLOUD_SETTINGS names another file (a team's, a test's).
-SETTINGS = Path(
-    os.environ.get("CLOUD_SETTINGS") or Path(__file__).resolve().parents[1] / "cloud.toml"
-)
+SETTINGS = Path(os.environ.get("CLOUD_SETTINGS") or ROOT / "cloud.toml")
 DEFAULT_REGION = {"aws": "us-east-1", "gcp": "us-central1", "azure": "eastus"}
 
 

@@ -62,7 +62,7 @@ def _limit(plan: Plan) -> tuple[str, str]:
 
 
 def _cloud_cap(plan: Plan) -> str:
-    """What ends the VM at its deadline if its own script cannot (cloud/providers/*.py)."""
+    """What ends the VM at its deadline if its own script cannot (providers/*.py)."""
     if plan.cloud == "azure" and plan.max_hours >= 24:
         return "no cloud cap past 24 h on Azure: the VM's watchdog only"
     return CLOUD_CAPS.get(plan.cloud, "no cloud cap")

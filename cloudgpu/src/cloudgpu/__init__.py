@@ -1,10 +1,13 @@
-"""Training runs on cloud GPUs and CPU machines, started from this machine: the standard library
-(and PyYAML, for the services' job files), never copied into the image (.dockerignore), never
-imported by src/.
+"""cloudgpu: training runs on cloud GPUs and CPU machines, started from the machine a project
+lives on. The standard library (and PyYAML, for the services' job files); never installed in the
+training image, never imported by a project's src/. A project pins it by exact version and acts
+through its invoke tasks; the project itself is found as project.py says.
 
     catalog.json catalog.py   the GPUs each cloud offers, their prices, VM images and drivers
     machines.json machines.py the CPU machines, their prices and CPUs; --cpus, --machine lookups
-    cloud.toml settings.py    where runs go (project, region, bucket, identity) beside the CLIs'
+    project.py                the project acted on: its cloud.toml, image.json, outputs/cloud/
+    settings.py               where runs go (cloud.toml: project, region, bucket, identity)
+                              beside the CLIs' own settings
     plan.py                   one run, the same for every cloud: machine, image@digest, caps
     summary.py                a plan in words: the rows shown before anything is paid for
     runs.py commands.py       runs this machine started; running the CLIs, and their errors
@@ -21,6 +24,8 @@ imported by src/.
 from types import ModuleType
 
 from .providers import aws, azure, gcp, local
+
+__version__ = "0.1.0"  # the release (pyproject.toml reads it); CHANGELOG.md: what each changed
 
 PROVIDERS: dict[str, ModuleType] = {"aws": aws, "gcp": gcp, "azure": azure, "local": local}
 CLIS = {"aws": "aws", "gcp": "gcloud", "azure": "az", "local": "docker"}

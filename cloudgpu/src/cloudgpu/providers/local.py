@@ -13,9 +13,8 @@ from typing import Any
 
 from ..commands import CloudError, Commands
 from ..plan import Plan
+from ..project import ROOT
 from ..runs import RUNS, folder
-
-PROJECT = Path(__file__).resolve().parents[2]
 
 
 def ensure_repository(settings: dict[str, Any], cmd: Commands) -> str:
@@ -44,7 +43,7 @@ def docker_login(settings: dict[str, Any], cmd: Commands, docker: str) -> None:
 def ensure_bucket(settings: dict[str, Any], cmd: Commands) -> str:
     bucket = settings["bucket"] or str(RUNS)
     if "://" not in bucket:
-        bucket = str((PROJECT / bucket).resolve())
+        bucket = str((ROOT / bucket).resolve())
     return bucket.rstrip("/")
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The one script every cloud run starts with, on the VM (its user data, startup script or custom
-# data), or on this machine for --cloud=local. cloud/startup.py writes the run's values above
+# data), or on this machine for --cloud=local. vm/startup.py writes the run's values above
 # the marker line; nothing secret is among them: secrets are read here, with the VM's identity.
 #
 #   start a watchdog that deletes this VM just before its deadline, whatever hangs (the cloud's
@@ -15,7 +15,7 @@
 #   on the VM: for the cloud's tunnel (invoke monitor --run ID), never to the internet.
 set -uo pipefail
 
-# --- the run's values: cloud/startup.py writes them here ---
+# --- the run's values: vm/startup.py writes them here ---
 
 WORK=${WORK:-/var/lib/cloud-gpu-run/$RUN_ID}
 OUTPUTS=$WORK/outputs
@@ -104,7 +104,7 @@ esac
 
 # --- the run ---
 
-# A CPU machine's image (cloud/machines.json) may lack what the GPU images carry: Docker, running
+# A CPU machine's image (machines.json) may lack what the GPU images carry: Docker, running
 # (the ECS image leaves its start to the ECS agent), and the cloud's CLI. Installed from the
 # image's own package archive; the training image itself still comes by digest.
 host_tools() {
@@ -127,7 +127,7 @@ host_tools() {
 
 sync_outputs() { bucket_copy "$OUTPUTS" "$BUCKET/outputs"; }
 
-start_exporters() {  # one `docker run --detach` per line of $EXPORTERS (cloud/vm/exporters.py)
+start_exporters() {  # one `docker run --detach` per line of $EXPORTERS (vm/exporters.py)
   local line exporter=()
   while IFS= read -r line; do
     [[ -n $line ]] || continue

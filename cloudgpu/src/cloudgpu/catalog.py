@@ -9,8 +9,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from .project import ROOT
+
 CATALOG = Path(__file__).with_name("catalog.json")
-IMAGE = Path(__file__).with_name("image.json")  # the project image's CUDA, from the template
+IMAGE = ROOT / "image.json"  # the project image's CUDA and the driver it needs (from the template)
 CLOUDS = ("aws", "gcp", "azure")
 
 

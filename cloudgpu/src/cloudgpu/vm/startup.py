@@ -9,7 +9,7 @@ from pathlib import Path
 from ..plan import Plan
 
 SCRIPT = Path(__file__).with_name("startup.sh")
-MARKER = "# --- the run's values: cloud/startup.py writes them here ---"
+MARKER = "# --- the run's values: vm/startup.py writes them here ---"
 # Where each cloud's VM asks for preemption notices and its own identity.
 METADATA_URL = {
     "aws": "http://169.254.169.254",
@@ -86,5 +86,5 @@ def render(plan: Plan, registry: str, extra: dict[str, str] | None = None) -> st
     lines = [
         f"{name}={shlex.quote(value)}" for name, value in values(plan, registry, extra).items()
     ]
-    header = "\n".join(["# --- the run's values (cloud/startup.py) ---", *lines])
+    header = "\n".join(["# --- the run's values (vm/startup.py) ---", *lines])
     return text.replace(MARKER, header)

@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from .plan import Plan
+from .project import ROOT
 
 # outputs/cloud/ of the project; CLOUD_RUNS names another folder.
-RUNS = Path(
-    os.environ.get("CLOUD_RUNS") or Path(__file__).resolve().parents[1] / "outputs" / "cloud"
-)
+RUNS = Path(os.environ.get("CLOUD_RUNS") or ROOT / "outputs" / "cloud")
 
 
 def folder(run_id: str) -> Path:

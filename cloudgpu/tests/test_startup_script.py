@@ -1,4 +1,4 @@
-"""cloud/vm/startup.sh run here with stand-ins for the commands a VM has (docker, aws, shutdown):
+"""cloudgpu/vm/startup.sh run here with stand-ins for the commands a VM has (docker, aws, shutdown):
 whatever hangs, the machine goes at its deadline; a secret cannot add variables to the
 container's environment; and shellcheck finds nothing in it."""
 
@@ -14,8 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-from cloud.plan import Plan
-from cloud.vm import startup
+from cloudgpu.plan import Plan
+from cloudgpu.vm import startup
 
 
 def stand_in(folder: Path, name: str, body: str) -> None:
