@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 from cloudgpu import catalog, machines
-from conftest import PROJECT_ROOT, invoke_cli, project_env
+from conftest import invoke_cli, project_env
 from test_cloud_monitor import pinned
 
-CATALOG = json.loads((PROJECT_ROOT / "cloud" / "catalog.json").read_text())
+CATALOG = json.loads(catalog.CATALOG.read_text())
 
 
 def runs_here(gpu: str, count: int) -> bool:
