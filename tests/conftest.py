@@ -28,6 +28,13 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent
+# The tasks of a baked project import the cloudgpu package it pins. Where these tests run a
+# project's tasks with this Python (invoke --list, the Docker tests), the package is this
+# checkout's source; the projects' own suites run in venvs with the wheel built from it.
+PACKAGE_SOURCE = TEMPLATE_DIR / "cloudgpu" / "src"
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(PACKAGE_SOURCE), *filter(None, [os.environ.get("PYTHONPATH")])]
+)
 PROJECT_TEMPLATE = "{{cookiecutter.project_slug}}"
 VARIANTS = variants(TEMPLATE_DIR)
 

@@ -265,13 +265,7 @@ HEAVY_IMPORTS = {"torch", "tensorflow", "hydra", "omegaconf", "numpy", "sklearn"
 # Words that give a framework away: a project of the other framework holds none of them.
 FRAMEWORK_WORDS = {"pytorch": [b"torch"], "tensorflow": [b"tensorflow", b"keras"]}
 # Checks must not write caches into the shared baked projects.
-# The tasks import the cloudgpu package that a project installs: here, its source in this checkout
-# (the projects' own suites run the wheel built from it).
-QUIET_ENV = {
-    **os.environ,
-    "PYTHONDONTWRITEBYTECODE": "1",
-    "PYTHONPATH": str(TEMPLATE_DIR / "cloudgpu" / "src"),
-}
+QUIET_ENV = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 def expected_files(answers: dict[str, str]) -> set[str]:
