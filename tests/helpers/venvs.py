@@ -11,6 +11,7 @@ one; .ci/run starts making them while the rest of CI is set up:
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -39,7 +40,6 @@ SUPERSET = {"tracking": "wandb"}
 READY = ".complete"  # written last: a venv without it was interrupted
 INSTALL_TIMEOUT = 1800  # seconds: installing torch and friends takes minutes
 PACKAGE = TEMPLATE_DIR / "cloudgpu"  # the machinery every project pins (template_tools/package.py)
-_WHEEL: Path | None = None
 
 
 def dependency_key(project: Path) -> str:
@@ -99,19 +99,16 @@ def shared_venv(framework: str, superset: Path) -> Path:
     return venv_python(venv)
 
 
+@functools.cache
 def package_wheel() -> Path:
     """The cloudgpu wheel of this checkout, built once per process: what the projects' tests
     run is the artifact a release would publish (its data files included), of this source."""
-    global _WHEEL
-    if _WHEEL is None:
-        out = Path(tempfile.mkdtemp(prefix="cloudgpu-wheel-"))
-        command = [sys.executable, "-m", "uv", "build", "--wheel", "--out-dir", str(out)]
-        done = run_logged(
-            [*command, str(PACKAGE)], TEMPLATE_DIR, 300, {**os.environ, **uv_environment()}
-        )
-        assert done.returncode == 0, f"building the cloudgpu wheel failed:\n{done.stdout[-4000:]}"
-        [_WHEEL] = out.glob("cloudgpu-*.whl")
-    return _WHEEL
+    out = Path(tempfile.mkdtemp(prefix="cloudgpu-wheel-"))
+    command = [sys.executable, "-m", "uv", "build", "--wheel", "--out-dir", str(out), str(PACKAGE)]
+    done = run_logged(command, TEMPLATE_DIR, 300, {**os.environ, **uv_environment()})
+    assert done.returncode == 0, f"building the cloudgpu wheel failed:\n{done.stdout[-4000:]}"
+    [wheel] = out.glob("cloudgpu-*.whl")
+    return wheel
 
 
 def install_package(python: Path) -> None:
