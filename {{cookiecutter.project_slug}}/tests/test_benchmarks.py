@@ -58,6 +58,29 @@ def test_the_gpu_check_rehearses_every_step_on_a_cpu(tmp_path: Path) -> None:
     assert text in done.stdout
 
 
+def test_the_gpu_checks_tests_are_collected_without_the_cloudgpu_package() -> None:
+    """The GPU image has src/ and its locks only: the modules the check runs must import without
+    cloudgpu (made unimportable here), and they hold the GPU tests."""
+    sys.path.insert(0, str(PROJECT_ROOT / "benchmarks"))
+    try:
+        from gpu_check import gpu_test_modules
+    finally:
+        sys.path.pop(0)
+    modules = gpu_test_modules()
+    assert "tests/test_gpu.py" in modules and "tests/test_cloud_aws.py" not in modules
+    code = (
+        "import sys, pytest; sys.modules['cloudgpu'] = None; "
+        "sys.exit(pytest.main(['--collect-only', '-q', '-m', 'gpu', '-p', 'no:cacheprovider', "
+        "'-p', 'no:xdist', *sys.argv[1:]]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, *modules], cwd=PROJECT_ROOT, capture_output=True,
+        text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "test_gpu.py::" in done.stdout
+
+
 def test_the_gpu_check_without_a_gpu_stops_in_one_line(tmp_path: Path) -> None:
     """`invoke gpu-check` and the script it runs, where nvidia-smi is not on the PATH: exit 2,
     one line naming the rehearsal, nothing made."""

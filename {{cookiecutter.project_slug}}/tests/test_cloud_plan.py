@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 from cloudgpu import catalog, plan
+from cloudgpu.tasks.project import DEFAULT_CLOUD
 from conftest import invoke_cli, project_env
-
-from tasks.project import DEFAULT_CLOUD
 
 DIGEST = "sha256:" + "3" * 64
 
@@ -316,7 +315,7 @@ def test_following_a_run_whose_machine_went_without_a_status_ends(
     status.json: following its run asks every few polls whether the machine is still there and
     ends once it is not, with the likely reason (a preempted spot run is relaunched by
     --retries), instead of waiting forever."""
-    from tasks import remote_run
+    from cloudgpu.tasks import remote_run
 
     created = datetime.datetime.now(datetime.UTC) - datetime.timedelta(hours=hours_ago)
     run = plan.Plan(run_id="proj-261204-101010-ab12", cloud="gcp", offer=None, spot=spot,

@@ -113,7 +113,7 @@ def test_a_model_that_does_not_match_the_trained_one_is_not_exported(
 
 
 def test_invoke_offers_the_formats_the_package_writes() -> None:
-    from tasks import framework
+    from cloudgpu.tasks.project import framework
 
     assert framework.EXPORT_FORMATS == formats.FORMATS
 

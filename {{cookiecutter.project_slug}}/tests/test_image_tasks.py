@@ -82,7 +82,7 @@ def test_build_cpu_with_another_base_and_python(fake_docker: Path) -> None:
     assert "--build-arg=LOCK=requirements/cpu.txt" in build
     assert "--build-arg=BASE_IMAGE=debian:local" in build
     assert "--build-arg=PYTHON=python3" in build
-    from tasks import framework
+    from cloudgpu.tasks.project import framework
 
     for name, value in framework.image_build_args(cpu=True, find_links="").items():
         assert f"--build-arg={name}={value}" in build
@@ -125,7 +125,7 @@ def test_push_needs_a_built_image(fake_docker: Path) -> None:
 
 
 def test_the_source_label_leaves_credentials_out() -> None:
-    from tasks import image
+    from cloudgpu.tasks import image
 
     remote = "https://me:t0ken@example.com/team/project.git\n"
     context = MockContext(run={"git remote get-url origin": Result(remote)})

@@ -24,7 +24,8 @@ def invoke(*args: str, **env: str) -> subprocess.CompletedProcess:
 def test_tasks_import_nothing_heavy() -> None:
     """`invoke --list` must stay instant: the tasks may not import the framework, hydra or numpy."""
     code = (
-        "import sys, tasks; heavy = {tasks.framework.IMPORT, 'hydra', 'numpy'}; "
+        "import sys, tasks; from cloudgpu.tasks.project import framework; "
+        "heavy = {framework.IMPORT, 'hydra', 'numpy'}; "
         "print(sorted(heavy & set(sys.modules)))"
     )
     result = subprocess.run(
@@ -111,7 +112,8 @@ def test_overrides_before_the_dashes_are_shown_after_them() -> None:
 
 
 def test_setup_takes_cpu_or_no_cpu_and_detects_without_either() -> None:
-    from tasks import framework, run
+    from cloudgpu.tasks import run
+    from cloudgpu.tasks.project import framework
 
     for flag, cpu in (("--cpu", True), ("--no-cpu", False)):
         result = invoke("--dry", "setup", flag)

@@ -66,7 +66,7 @@ def check(plan: Plan) -> None:
 def spec(
     plan: Plan, environment: dict[str, str], distribution: Distribution, cmd: Commands
 ) -> dict[str, Any]:
-    """The command job of the plan; `distribution` is the framework's (tasks/framework.py)."""
+    """The command job of the plan; `distribution` is the framework's (tasks.frameworks)."""
     del cmd
     assert plan.offer is not None
     _, prefix = _blob_path(plan)

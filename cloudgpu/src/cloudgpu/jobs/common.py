@@ -14,7 +14,7 @@ from .. import runs
 from ..plan import Plan
 
 # How a service starts the processes of each node, as the framework wants them (Azure ML's
-# `distribution`), from the node count: tasks/framework.py of the project says.
+# `distribution`), from the node count: cloudgpu.tasks.frameworks says, for the project's framework.
 Distribution = Callable[[int], dict[str, Any]]
 
 # How a job ended, in the words of a VM run's status.json.

@@ -9,12 +9,12 @@ from pathlib import Path
 
 from invoke import Context, Exit, task
 
-from . import framework
+from cloudgpu.project import ROOT
+
 from .args import override_args, overrides, whole_number
-from .project import DEFAULT_CLOUD, DEFAULT_GPU, PACKAGE
+from .project import DEFAULT_CLOUD, DEFAULT_GPU, PACKAGE, framework
 
 PYTHON = shlex.quote(sys.executable)
-ROOT = Path(__file__).resolve().parents[1]  # the project
 
 
 def _module(module: str, c: Context, extra: str = "") -> str:

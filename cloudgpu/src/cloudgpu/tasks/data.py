@@ -12,9 +12,10 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from invoke import Context, Exit, task
+
 from cloudgpu import PROVIDERS, settings
 from cloudgpu.commands import CloudError, Commands
-from invoke import Context, Exit, task
 
 from .project import DEFAULT_CLOUD, IMAGE, PACKAGE
 

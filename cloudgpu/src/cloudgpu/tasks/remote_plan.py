@@ -11,18 +11,18 @@ import shutil
 import sys
 from typing import Any
 
+from invoke import Context, Exit
+
 from cloudgpu import CLIS, PROVIDERS, catalog, settings, summary
 from cloudgpu.commands import INSTALL, CloudError, Commands
 from cloudgpu.jobs import engines, skypilot
 from cloudgpu.jobs.common import launcher
 from cloudgpu.plan import Plan, PlanError, check_max_hours, check_nodes, check_run_id, new_run_id
 from cloudgpu.vm import exporters
-from invoke import Context, Exit
 
-from . import framework
 from .image import push_to
 from .machine_flags import ANYWHERE, anywhere_offers, check_anywhere, choose_machine
-from .project import DEFAULT_CLOUD, DEFAULT_LOGGER, IMAGE, LOGGER_KEYS, PACKAGE
+from .project import DEFAULT_CLOUD, DEFAULT_LOGGER, IMAGE, LOGGER_KEYS, PACKAGE, framework
 
 # The run's folder in the container; its outputs go to the bucket.
 RUN_DIR = "/workspace/outputs/run"

@@ -17,15 +17,15 @@ import tomllib
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from cloudgpu import PROVIDERS, runs, settings
-from cloudgpu.commands import CloudError, Commands
 from invoke import Context, Exit, task
 
-from . import framework
-from .args import override_args
-from .project import IMAGE, PYTHON_VERSION
+from cloudgpu import PROVIDERS, runs, settings
+from cloudgpu.commands import CloudError, Commands
+from cloudgpu.project import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]  # the project
+from .args import override_args
+from .project import IMAGE, PYTHON_VERSION, framework
+
 DOCKER = os.environ.get("DOCKER", "docker")  # another client: DOCKER=podman, or a path
 FLAVOURS = ("gpu", "cpu")  # each has its lock, requirements/<flavour>.txt
 CONTAINER_OUTPUTS = "/workspace/outputs"  # PROJECT_ROOT=/workspace in the image

@@ -26,11 +26,12 @@ from typing import Any
 
 from invoke import Context, Exit, task
 
+from cloudgpu.project import ROOT
+
 from .args import duration
 from .args import port as port_number
 from .project import PACKAGE
 
-ROOT = Path(__file__).resolve().parents[1]  # the project
 # Each program, the names its binary goes by, and its Debian and Ubuntu package.
 PROGRAMS = {
     "prometheus": (("prometheus",), "prometheus"),

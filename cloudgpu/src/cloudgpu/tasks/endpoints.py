@@ -16,11 +16,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from invoke import Context, Exit, task
+
 from cloudgpu import PROVIDERS, settings
 from cloudgpu.commands import CloudError, Commands
 from cloudgpu.deploy import ENGINES, common
 from cloudgpu.plan import PlanError
-from invoke import Context, Exit, task
 
 from .args import whole_number
 from .image import push_to

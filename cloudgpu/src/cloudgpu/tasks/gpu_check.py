@@ -11,10 +11,11 @@ from pathlib import Path
 
 from invoke import Context, Exit, task
 
+from cloudgpu.project import ROOT
+
 from . import image as images
 from .run import _pty
 
-ROOT = Path(__file__).resolve().parents[1]  # the project
 CHECK = "benchmarks/gpu_check.py"
 # The runtime image holds no test tools: pytest, pytest-xdist and invoke (some test modules
 # import the tasks) are installed for the check, beside the image's own packages, into a folder

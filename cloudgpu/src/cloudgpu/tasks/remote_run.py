@@ -13,11 +13,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from invoke import Context, Exit
+
 from cloudgpu import PROVIDERS, catalog, runs
 from cloudgpu.commands import Capacity, CloudError, Commands
 from cloudgpu.plan import Plan, PlanError
 from cloudgpu.vm import startup
-from invoke import Context, Exit
 
 from . import managed, profiling
 from .remote_plan import GOING, confirm, fail, machine_up, plan_run, show, unsent_secrets, utc_now

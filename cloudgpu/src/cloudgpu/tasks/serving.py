@@ -18,13 +18,14 @@ from pathlib import Path
 
 from invoke import Context, Exit, task
 
+from cloudgpu.project import ROOT
+
 from .args import port as port_number
 from .image import DOCKER, build, exists, tag
 from .project import PACKAGE
 from .run import export
 
 PYTHON = shlex.quote(sys.executable)
-ROOT = Path(__file__).resolve().parents[1]  # the project
 TARGETS = "outputs/monitor/targets"  # invoke monitor's default folder's
 
 

@@ -18,7 +18,7 @@ from cloudgpu.jobs import common
 from cloudgpu.jobs.engines import engine as engine_of
 from cloudgpu.plan import Plan
 
-from . import framework
+from .project import framework
 
 FOLLOW_SECONDS = 30
 

@@ -23,14 +23,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cloudgpu import estimate as model
-from cloudgpu.catalog import Offer
 from invoke import Exit
 
-from . import framework, loopback
-from .project import PACKAGE
+from cloudgpu import estimate as model
+from cloudgpu.catalog import Offer
+from cloudgpu.project import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
+from . import loopback
+from .project import PACKAGE, framework
+
 PROFILES = ".cache/estimate"  # under the project, unless ESTIMATE_PROFILES names a folder
 TIMED_STEPS = 200  # optimizer steps a profile run times, after an epoch of warm-up
 LIMIT = 100  # batches a profile epoch takes at most

@@ -12,11 +12,12 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from invoke import Context, Exit, task
+
 from cloudgpu import CLIS, PROVIDERS, runs, settings
 from cloudgpu.commands import CloudError, Commands
 from cloudgpu.jobs.common import ENDED
 from cloudgpu.plan import PlanError, check_run_id
-from invoke import Context, Exit, task
 
 from . import managed
 from .project import DEFAULT_CLOUD, IMAGE

@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
-from cloudgpu import catalog, machines
 from invoke import Context, Exit, task
+
+from cloudgpu import catalog, machines
 
 from .remote import table
 

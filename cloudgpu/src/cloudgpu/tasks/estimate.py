@@ -4,9 +4,10 @@ the catalog the time and the cost of the whole run; the cheapest and the fastest
 
 from __future__ import annotations
 
+from invoke import Context, Exit, task
+
 from cloudgpu import catalog, machines
 from cloudgpu import estimate as model
-from invoke import Context, Exit, task
 
 from . import profiling
 from .args import override_args, whole_number
