@@ -1,7 +1,7 @@
 """CPU scaling measured beside `invoke estimate`'s prediction: the compute-bound model (the CNN
 on the digits, wider) at 1 and 2 threads in one container, and at 1 and 2 nodes (containers on a
 network of their own, as scaling.py runs them, this machine's cores shared between them); the
-prediction for each from the profile `invoke estimate` takes (tasks/profiling.py), taken in the
+prediction for each from the profile `invoke estimate` takes (cloudgpu.tasks), taken in the
 same image, and its model (cloudgpu/estimate.py). Each container's run reports the threads its
 trainer ran on, checked against those it was given.
 
@@ -28,10 +28,10 @@ from subprocess import PIPE
 import scaling  # beside this file: the containers-as-nodes runner
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from cloudgpu import estimate as model  # noqa: E402  (the project's own code, by path)
-
-from tasks import framework, profiling  # noqa: E402
+os.environ["CLOUDGPU_PROJECT"] = str(ROOT)  # the tasks' view of this project, wherever run from
+from cloudgpu import estimate as model  # noqa: E402
+from cloudgpu.tasks import profiling  # noqa: E402
+from cloudgpu.tasks.project import framework  # noqa: E402
 
 MODEL = ["model=cnn", "model.channels=[64,128]"]  # the CNN, wider
 {%- set tf = cookiecutter.framework == "tensorflow" %}

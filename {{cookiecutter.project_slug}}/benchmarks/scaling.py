@@ -33,8 +33,8 @@ import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from tasks import framework  # noqa: E402  (the project's own code, by path)
+os.environ["CLOUDGPU_PROJECT"] = str(ROOT)  # the tasks' view of this project, wherever run from
+from cloudgpu.tasks.project import framework  # noqa: E402
 
 PACKAGE = "{{ cookiecutter.package_name }}"
 CONFIG = "/opt/ml/input/config/resourceconfig.json"
