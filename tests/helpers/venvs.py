@@ -10,6 +10,7 @@ one; .ci/run starts making them while the rest of CI is set up:
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import functools
 import hashlib
@@ -104,6 +105,7 @@ def package_wheel() -> Path:
     """The cloudgpu wheel of this checkout, built once per process: what the projects' tests
     run is the artifact a release would publish (its data files included), of this source."""
     out = Path(tempfile.mkdtemp(prefix="cloudgpu-wheel-"))
+    atexit.register(shutil.rmtree, out, ignore_errors=True)
     command = [sys.executable, "-m", "uv", "build", "--wheel", "--out-dir", str(out), str(PACKAGE)]
     done = run_logged(command, TEMPLATE_DIR, 300, {**os.environ, **uv_environment()})
     assert done.returncode == 0, f"building the cloudgpu wheel failed:\n{done.stdout[-4000:]}"
