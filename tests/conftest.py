@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cloudgpu.testing import needs
 
 from template_tools import bake, variants
 from template_tools.variants import Variant
@@ -86,6 +87,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return 0 if name.startswith(STARTS_WORK) else 2 if name.startswith(WAITS_FOR_IT) else 1
 
     items.sort(key=place)  # stable: the rest keeps its order
+    needs.skip_missing(items)  # the package's tests mark what they need beyond Python
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    needs.fail_missing_in_ci(item)
 
 
 @pytest.hookimpl(hookwrapper=True)

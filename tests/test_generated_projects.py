@@ -93,7 +93,7 @@ def test_the_project_imports_its_own_code(fresh_project: Path, project_python: P
 # lint), not slow. The rest is the same code as the SUPERSET variant's, which runs it all.
 SUBSET = ["tests/test_train.py", "tests/test_configs.py", "tests/test_tasks.py",
           "tests/test_contract.py", "-m", "not slow and not needs"]  # fmt: skip
-# The tools a project's tests may need beyond Python (its tests/helpers/needs.py): left off the
+# The tools a project's tests may need beyond Python (cloudgpu.testing.needs): left off the
 # PATH of its first tier, which must pass with nothing but the project's venv.
 TOOLS = {"aws", "moto_server", "gcloud", "gsutil", "bq", "az", "prometheus", "promtool",
          "prometheus-pushgateway", "prometheus-node-exporter", "docker", "dockerd",
@@ -117,17 +117,9 @@ class Suite:
 # (the two second tiers then take about as long); every framework runs their first-tier tests,
 # as `invoke test` does.
 SHARED_MODULES = {
-    "tests/test_cloud_aws.py": "pytorch",
-    "tests/test_cloud_azure.py": "pytorch",
-    "tests/test_cloud_cpu.py": "tensorflow",
-    "tests/test_cloud_gcp.py": "tensorflow",
-    "tests/test_cloud_monitor.py": "pytorch",
-    "tests/test_cloud_plan.py": "pytorch",
     "tests/test_deploy.py": "pytorch",
     "tests/test_deploy_vertex_azure.py": "tensorflow",
     "tests/test_estimate.py": "tensorflow",
-    "tests/test_iam_policies.py": "pytorch",
-    "tests/test_managed_jobs.py": "pytorch",
     "tests/test_run_secrets.py": "tensorflow",
     "tests/test_serving_monitor.py": "tensorflow",
 }

@@ -18,7 +18,7 @@ def test_the_wheel_has_the_packages_version_and_its_data_files() -> None:
     wheel = package_wheel()
     assert wheel.name == f"cloudgpu-{package.version()}-py3-none-any.whl"
     names = set(zipfile.ZipFile(wheel).namelist())
-    for data in ("catalog.json", "machines.json", "endpoints.json", "vm/startup.sh"):
+    for data in ("catalog.json", "machines.json", "endpoints.json", "vm/startup.sh", "py.typed"):
         assert f"cloudgpu/{data}" in names, f"{data} is missing from the wheel"
     assert not any(name.startswith("tests/") for name in names), "the tests stay in the repository"
 

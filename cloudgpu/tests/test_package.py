@@ -19,6 +19,7 @@ SOURCE = Path(cloudgpu.__file__).resolve().parent
 # botocore: read where it is installed (SageMaker's instance names), under `except ImportError`.
 ALLOWED = set(sys.stdlib_module_names) | {"yaml", "cloudgpu", "botocore"}
 TASKS_ALLOWED = ALLOWED | {"invoke"}  # cloudgpu.tasks: what a project's tasks.py declares
+TESTING_ALLOWED = ALLOWED | {"pytest"}  # cloudgpu.testing: imported by tests only
 
 
 def modules() -> dict[str, Path]:
@@ -48,6 +49,8 @@ def imported(name: str, path: Path) -> set[str]:
 
 def allowed(name: str) -> set[str]:
     """The top-level modules that module `name` may import."""
+    if name.startswith("cloudgpu.testing"):
+        return TESTING_ALLOWED
     return TASKS_ALLOWED if name.startswith("cloudgpu.tasks") else ALLOWED
 
 

@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers.needs import missing
 
 # The tests send Ctrl-C (SIGINT) to what they start. A shell that ran this suite in the background
 # left SIGINT ignored, which every child would inherit and so never see Ctrl-C: take it back.
@@ -28,7 +27,6 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 PACKAGE = "{{ cookiecutter.package_name }}"
-MISSING_IN_CI = pytest.StashKey[str]()
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 CONFIG_DIR = PROJECT_ROOT / "configs"
 # A few small deterministic epochs on the CPU with local logging only.
@@ -53,7 +51,7 @@ def cuda_gpus() -> int:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Skip, saying why, the tests marked `gpu(N)` where fewer than N CUDA GPUs are present, and
-    those marked `needs(...)` where a tool they need is missing (helpers/needs.py)."""
+    those marked `needs(...)` where a tool they need is missing (cloudgpu.testing.needs)."""
     found = cuda_gpus() if any(item.get_closest_marker("gpu") for item in items) else 0
     for item in items:
         marker = item.get_closest_marker("gpu")
@@ -61,17 +59,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if marker and found < needed:
             reason = f"needs {needed} CUDA GPU{'s' * (needed > 1)}; this machine has {found}"
             item.add_marker(pytest.mark.skip(reason=reason))
-        names = tuple(name for mark in item.iter_markers("needs") for name in mark.args)
-        reason = missing(names) if names else None
-        if reason and os.environ.get("CI"):
-            item.stash[MISSING_IN_CI] = reason  # CI installs every tool: a missing one fails
-        elif reason:
-            item.add_marker(pytest.mark.skip(reason=reason))
+    if any(item.get_closest_marker("needs") for item in items):
+        # Imported here: the GPU check collects its tests in the image, which has no cloudgpu.
+        from cloudgpu.testing import needs
+
+        needs.skip_missing(items)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    if MISSING_IN_CI in item.stash:
-        pytest.fail(f"CI is set and this test {item.stash[MISSING_IN_CI]}", pytrace=False)
+    if item.get_closest_marker("needs"):
+        from cloudgpu.testing import needs
+
+        needs.fail_missing_in_ci(item)
 
 
 def project_env(**overrides: str) -> dict[str, str]:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 from cloudgpu import catalog, machines
+from cloudgpu.testing import sdks
 from conftest import invoke_cli, project_env
-from helpers import sdks
 
 PACKAGE = "{{ cookiecutter.package_name }}"
 PROJECT = "{{ cookiecutter.project_slug }}"

@@ -67,7 +67,7 @@ def test_the_gpu_checks_tests_are_collected_without_the_cloudgpu_package() -> No
     finally:
         sys.path.pop(0)
     modules = gpu_test_modules()
-    assert "tests/test_gpu.py" in modules and "tests/test_cloud_aws.py" not in modules
+    assert "tests/test_gpu.py" in modules and "tests/test_deploy.py" not in modules
     code = (
         "import sys, pytest; sys.modules['cloudgpu'] = None; "
         "sys.exit(pytest.main(['--collect-only', '-q', '-m', 'gpu', '-p', 'no:cacheprovider', "

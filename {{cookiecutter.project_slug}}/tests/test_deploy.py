@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cloudgpu.testing import services
 from conftest import copy_of, invoke_cli, project_env
-from helpers import services
 
 from {{ cookiecutter.package_name }}.serving.model import folder_sha256
 

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cloudgpu.testing import google_api, sdks, services
 from conftest import PROJECT_ROOT, copy_of, invoke_cli, project_env
-from helpers import google_api, sdks, services
 
 from {{ cookiecutter.package_name }}.serving.model import folder_sha256
 

@@ -20,8 +20,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from cloudgpu.testing import services
 from conftest import PROJECT_ROOT, SHORT, invoke_cli, module_command, project_env, run_module
-from helpers import services
 from helpers.monitor_stack import DASHBOARDS, Stack, listening, panel_queries, stack, wait
 from omegaconf import OmegaConf
 

@@ -8,8 +8,8 @@ import sys
 from collections.abc import Iterator
 
 import pytest
+from cloudgpu.testing import services
 from conftest import PROJECT_ROOT, project_env
-from helpers import services
 
 from {{ cookiecutter.package_name }}.cluster import run_secrets
 

@@ -19,9 +19,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cloudgpu.testing import google_api
+from cloudgpu.testing.services import free_port
 from conftest import PACKAGE, PROJECT_ROOT, project_env, read_metrics
-from helpers import azure_blob, google_api
-from helpers.services import free_port
+from helpers import azure_blob
 
 from {{ cookiecutter.package_name }} import export as exporting
 from {{ cookiecutter.package_name }} import serve as serve_main

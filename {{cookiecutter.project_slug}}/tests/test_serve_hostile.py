@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import test_serve
-from helpers import google_api
+from cloudgpu.testing import google_api
 from test_serve import Server, start, stop
 
 model, server = test_serve.model, test_serve.server  # the fixtures: one export, one server

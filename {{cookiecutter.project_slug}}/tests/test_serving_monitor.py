@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cloudgpu.testing import services
 from conftest import PROJECT_ROOT, project_env
-from helpers import services
 from helpers.monitor_stack import Stack, listening, panel_queries, stack, wait
 
 __all__ = ["stack"]  # the fixture, for pytest

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cloudgpu.testing import services
 from conftest import SHORT, invoke_cli, project_env, read_metrics, run_module, train
-from helpers import services
 from helpers.datasets import SPLIT, numbered_shards, numbers
 
 from {{ cookiecutter.package_name }}.data.shards import cache

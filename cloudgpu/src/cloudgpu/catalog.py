@@ -9,10 +9,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from .project import ROOT
+from . import project
 
 CATALOG = Path(__file__).with_name("catalog.json")
-IMAGE = ROOT / "image.json"  # the project image's CUDA and the driver it needs (from the template)
+IMAGE = "image.json"  # in the project: its image's CUDA and the driver it needs (from the template)
 CLOUDS = ("aws", "gcp", "azure")
 
 
@@ -120,7 +120,7 @@ def gpu_spec(gpu: str) -> dict[str, Any]:
 
 def project_image() -> dict[str, Any]:
     """The CUDA the project's GPU image needs: cuda, min_driver, min_compute_capability."""
-    return json.loads(IMAGE.read_text(encoding="utf-8"))
+    return json.loads((project.ROOT / IMAGE).read_text(encoding="utf-8"))
 
 
 def check_runs(offered: Offer) -> None:

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from cloudgpu.testing import services
 from conftest import PROJECT_ROOT, SHORT, project_env, read_metrics, train
-from helpers import services
 
 from {{ cookiecutter.package_name }}.cluster.nodes import Cluster
 from {{ cookiecutter.package_name }}.launch import command

@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from cloudgpu.testing import services
 from conftest import PROJECT_ROOT, project_env
-
-from . import services
 
 DASHBOARDS = PROJECT_ROOT / "monitoring" / "grafana" / "dashboards"
 

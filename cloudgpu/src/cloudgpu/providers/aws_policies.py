@@ -4,7 +4,7 @@ may take each role on.
 Each reaches this project and nothing else in the account: its ECR repository (pull), its bucket
 or bucket prefix (read and write), the buckets cloud.toml's `data_buckets` names (read), and the
 secrets under [secrets] (read). They are written again at every launch, so they follow cloud.toml.
-tests/test_iam_policies.py runs parliament and cloudsplaining on them.
+cloudgpu/tests/test_iam_policies.py runs parliament and cloudsplaining on them.
 """
 
 from __future__ import annotations

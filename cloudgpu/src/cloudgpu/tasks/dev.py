@@ -12,7 +12,7 @@ from .run import PYTHON, _pty
 
 # What `invoke test` runs: all but what it leaves to `invoke test --all`, the tests that train
 # for long or start several processes, and those needing tools beyond Python
-# (tests/helpers/needs.py).
+# (cloudgpu.testing.needs).
 FIRST_TIER = "not slow and not needs"
 # The tests run side by side on the machine's cores (pytest-xdist; a worker out of tests takes
 # some of another's), at most 8: each worker imports the framework and makes the session's short

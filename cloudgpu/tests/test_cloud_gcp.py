@@ -9,9 +9,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from baked_project import invoke_cli, project_env
+from cloudgpu.testing import google_api
+
 from cloudgpu import machines
-from conftest import invoke_cli, project_env
-from helpers import google_api
 
 pytestmark = pytest.mark.needs("gcloud")
 DIGEST = "sha256:" + "5" * 64
@@ -113,7 +114,7 @@ def test_without_an_account_named_the_vm_runs_as_the_projects_own_scoped_to_its_
         '[gcp]\nproject = "my-project"\nregion = "us-central1"\nzone = "us-central1-b"\n'
         'bucket = "gs://my-bucket"\n[secrets]\nDATA_TOKEN = "data-token"\n'
     )
-    slug = "{{ cookiecutter.project_slug }}"
+    slug = "cloud-gpu-project"
     image = f"us-central1-docker.pkg.dev/my-project/{slug}@{DIGEST}"
     done = invoke_cli("train", "--cloud=gcp", "--gpu=t4", "--yes", "--detach",
                       f"--image={image}", env=env | {"CLOUD_SETTINGS": str(settings)})  # fmt: skip
@@ -173,7 +174,7 @@ def test_a_bucket_of_the_default_name_in_another_project_is_refused(
     refused = invoke_cli(*args, env=env)
     assert refused.returncode == 1, refused.stdout + refused.stderr
     assert refused.stderr.strip().splitlines()[-1] == (
-        "error: bucket gs://my-project-{{ cookiecutter.project_slug }} belongs to another Google "
+        "error: bucket gs://my-project-cloud-gpu-project belongs to another Google "
         "Cloud project (number 999999999999, not my-project's 123456789012): set bucket = under "
         "[gcp] in cloud.toml to one of yours"
     )
@@ -183,7 +184,7 @@ def test_a_bucket_of_the_default_name_in_another_project_is_refused(
     assert done.returncode == 0, done.stdout + done.stderr
     (body,) = api.bodies("POST", r"/instances$")
     metadata = {item["key"]: item["value"] for item in body["metadata"]["items"]}
-    assert "BUCKET=gs://my-project-{{ cookiecutter.project_slug }}/" in metadata["startup-script"]
+    assert "BUCKET=gs://my-project-cloud-gpu-project/" in metadata["startup-script"]
 
 
 def test_stop_stops_only_what_bears_the_projects_labels(
@@ -328,15 +329,15 @@ def test_push_in_a_dry_run_makes_the_registry_and_pushes(cloud: str, tmp_path: P
     printed = [line for line in done.stdout.splitlines() if line.startswith("$ ")]
     if cloud == "gcp":
         assert printed[1].startswith(
-            "$ gcloud artifacts repositories describe {{ cookiecutter.project_slug }} --location=europe-west4"
+            "$ gcloud artifacts repositories describe cloud-gpu-project --location=europe-west4"
         )
         assert "$ gcloud auth configure-docker europe-west4-docker.pkg.dev --quiet" in printed
-        remote = "europe-west4-docker.pkg.dev/my-project/{{ cookiecutter.project_slug }}"
+        remote = "europe-west4-docker.pkg.dev/my-project/cloud-gpu-project"
     else:
         assert any(line.startswith("$ az acr show --name") for line in printed)
         # ACR names are global: the project's letters, and 8 hex digits of the subscription.
-        acr = "{{ cookiecutter.project_slug }}".replace("-", "") + hashlib.sha256(b"0000").hexdigest()[:8]
-        remote = f"{acr}.azurecr.io/{{ cookiecutter.project_slug }}"
+        acr = "cloud-gpu-project".replace("-", "") + hashlib.sha256(b"0000").hexdigest()[:8]
+        remote = f"{acr}.azurecr.io/cloud-gpu-project"
     assert any(line.startswith(f"$ true push {remote}:") for line in printed), printed
 
 

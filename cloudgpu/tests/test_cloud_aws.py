@@ -17,9 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from baked_project import invoke_cli, project_env
+from cloudgpu.testing import services
+
 from cloudgpu import machines
-from conftest import invoke_cli, project_env
-from helpers import services
 
 pytestmark = pytest.mark.needs("aws")
 DIGEST = "sha256:" + "7" * 64
@@ -85,7 +86,7 @@ def test_push_makes_the_repository_and_records_the_digest(moto: dict, tmp_path: 
     done = invoke_cli("push", "--cloud=aws", env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     (repository,) = aws(moto, "ecr", "describe-repositories")["repositories"]
-    assert repository["repositoryName"] == "{{ cookiecutter.project_slug }}"
+    assert repository["repositoryName"] == "cloud-gpu-project"
     reference = f"{repository['repositoryUri']}@{DIGEST}"
     assert done.stdout.strip().endswith(f"digest {reference}")
     pushes = json.loads((Path(moto["CLOUD_RUNS"]) / "pushes.json").read_text())
@@ -113,7 +114,7 @@ def test_a_spot_t4_run_is_a_g4dn_that_terminates_itself(moto: dict) -> None:
     assert instance["InstanceType"] == "g4dn.xlarge"
     assert instance["InstanceLifecycle"] == "spot"
     assert instance["IamInstanceProfile"]["Arn"].endswith(
-        "instance-profile/{{ cookiecutter.project_slug }}-runner"
+        "instance-profile/cloud-gpu-project-runner"
     )
     assert tags["invoke-managed"] == "true" and {"invoke-deadline", "invoke-creator"} <= set(tags)
     attribute = ["ec2", "describe-instance-attribute", "--instance-id", instance["InstanceId"]]
@@ -124,7 +125,7 @@ def test_a_spot_t4_run_is_a_g4dn_that_terminates_itself(moto: dict) -> None:
     assert f"IMAGE={image}" in script and f"RUN_ID={run_id}" in script
     assert SECRET not in script and "testing" not in script, "no secret in the user data"
     assert "SECRETS=DATA_TOKEN=data-token" in script
-    role = "{{ cookiecutter.project_slug }}-runner"
+    role = "cloud-gpu-project-runner"
     policy = aws(moto, "iam", "get-role-policy", "--role-name", role, "--policy-name", role)
     granted, denied = {}, {}
     for statement in policy["PolicyDocument"]["Statement"]:
@@ -137,7 +138,7 @@ def test_a_spot_t4_run_is_a_g4dn_that_terminates_itself(moto: dict) -> None:
     assert all(closed["PublicAccessBlockConfiguration"].values()), closed
     # Nothing gets in: the project's own group, with no inbound rule (not the VPC's default).
     (group,) = instance["SecurityGroups"]
-    assert group["GroupName"] == "{{ cookiecutter.project_slug }}-runs"
+    assert group["GroupName"] == "cloud-gpu-project-runs"
     (described,) = aws(moto, "ec2", "describe-security-groups", "--group-ids", group["GroupId"])[
         "SecurityGroups"
     ]
@@ -152,7 +153,7 @@ def test_a_spot_t4_run_is_a_g4dn_that_terminates_itself(moto: dict) -> None:
     assert cap["ActionAfterCompletion"] == "DELETE"
     assert cap["Target"]["Arn"] == "arn:aws:scheduler:::aws-sdk:ec2:terminateInstances"
     assert json.loads(cap["Target"]["Input"]) == {"InstanceIds": [instance["InstanceId"]]}
-    assert cap["Target"]["RoleArn"].endswith(":role/{{ cookiecutter.project_slug }}-deadline")
+    assert cap["Target"]["RoleArn"].endswith(":role/cloud-gpu-project-deadline")
     assert granted["secretsmanager:GetSecretValue"] == [
         f"arn:aws:secretsmanager:us-east-1:{ACCOUNT}:secret:data-token-??????"
     ]

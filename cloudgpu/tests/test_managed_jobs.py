@@ -18,12 +18,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cloudgpu import catalog, machines
-from conftest import invoke_cli, project_env
-from helpers import google_api, sdks, services
+from baked_project import PACKAGE, PROJECT, invoke_cli, project_env
+from cloudgpu.testing import google_api, sdks, services
 
-PACKAGE = "{{ cookiecutter.package_name }}"
-PROJECT = "{{ cookiecutter.project_slug }}"
+from cloudgpu import catalog, machines
+
 DIGEST = "sha256:" + "4" * 64
 SECRET = "token-5555aaaa6666bbbb"
 AZ = os.environ.get("AZ_CLI") or shutil.which("az")

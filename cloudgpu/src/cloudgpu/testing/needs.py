@@ -1,16 +1,19 @@
-"""What a test needs beyond this project's Python, and where to get it: `@pytest.mark.needs(NAME)`.
+"""What a test needs beyond Python, and where to get it: `@pytest.mark.needs(NAME)`.
 
-`invoke test` leaves these tests out (and the `slow` ones): it runs in minutes with nothing but
-the project installed. `invoke test --all` runs them too, and a test whose need is missing is
-skipped with a line naming it and how to install it. In CI nothing may be skipped but the GPU
-tests (.github/workflows/ci.yml installs all of these).
+A project's `invoke test` leaves these tests out (and the `slow` ones): it runs in minutes with
+nothing but the project installed. `invoke test --all` runs them too, and a test whose need is
+missing is skipped with a line naming it and how to install it. In CI nothing may be skipped
+but the GPU tests (a project's .github/workflows/ci.yml installs all of these). The package's
+own tests (cloudgpu/tests) mark their needs the same way.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+
+import pytest
 
 from . import iam
 
@@ -51,3 +54,32 @@ def missing(names: tuple[str, ...]) -> str | None:
     if not absent:
         return None
     return "needs " + "; ".join(f"{name} ({NEEDS[name][1]})" for name in absent)
+
+
+MISSING_IN_CI = pytest.StashKey[str]()
+
+
+def skip_missing(items: Iterable[pytest.Item]) -> None:
+    """Skip, saying why, each item whose needs are missing here. In CI (CI set), which installs
+    every tool, it fails instead (fail_missing_in_ci)."""
+    for item in items:
+        names = tuple(name for mark in item.iter_markers("needs") for name in mark.args)
+        reason = missing(names) if names else None
+        if reason and os.environ.get("CI"):
+            item.stash[MISSING_IN_CI] = reason
+        elif reason:
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def fail_missing_in_ci(item: pytest.Item) -> None:
+    if MISSING_IN_CI in item.stash:
+        pytest.fail(f"CI is set and this test {item.stash[MISSING_IN_CI]}", pytrace=False)
+
+
+# As a pytest plugin (`-p cloudgpu.testing.needs`: the package's own tests, run alone).
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    skip_missing(items)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    fail_missing_in_ci(item)

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from baked_project import invoke_cli, project_env
 from cloudgpu.providers import aws_policies
-from conftest import invoke_cli, project_env
-from helpers import iam, services
+from cloudgpu.testing import iam, services
 
 ACCOUNT = "123456789012"
 DIGEST = "sha256:" + "7" * 64
@@ -228,7 +228,7 @@ def test_the_dry_run_shows_the_role_it_makes_and_its_policy(tmp_path: Path) -> N
         "train", "--cloud=aws", "--gpu=t4", f"--image=r@{DIGEST}", "--dry-run", env=env
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    role = "{{ cookiecutter.project_slug }}-runner"
+    role = "cloud-gpu-project-runner"
     assert f"aws iam create-role --role-name {role} " in done.stdout
     assert f"aws iam create-instance-profile --instance-profile-name {role} " in done.stdout
     policy = printed_policy(done.stdout, role)
@@ -236,7 +236,7 @@ def test_the_dry_run_shows_the_role_it_makes_and_its_policy(tmp_path: Path) -> N
     assert granted["s3:PutObject"] == "arn:aws:s3:::team-bucket/vision/*"
     assert granted["secretsmanager:GetSecretValue"].endswith(":secret:tok-??????")
     # The cloud's own cap and the role it runs as, shown too.
-    deadline_role = "{{ cookiecutter.project_slug }}-deadline"
+    deadline_role = "cloud-gpu-project-deadline"
     assert f"aws iam create-role --role-name {deadline_role} " in done.stdout
     assert "aws scheduler create-schedule --name i-dry-run " in done.stdout
     terminate = printed_policy(done.stdout, deadline_role)

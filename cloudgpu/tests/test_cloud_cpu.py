@@ -12,8 +12,9 @@ import shlex
 from pathlib import Path
 
 import pytest
+from baked_project import invoke_cli, project_env
+
 from cloudgpu import catalog, machines
-from conftest import invoke_cli, project_env
 
 DIGEST = "sha256:" + "4" * 64
 KINDS = {"compute", "general", "memory"}

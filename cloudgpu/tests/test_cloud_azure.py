@@ -13,9 +13,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cloudgpu import catalog, machines
-from conftest import invoke_cli, project_env
+from baked_project import invoke_cli, project_env
 from test_cloud_monitor import pinned
+
+from cloudgpu import catalog, machines
 
 CATALOG = json.loads(catalog.CATALOG.read_text())
 

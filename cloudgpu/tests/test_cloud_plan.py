@@ -11,9 +11,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from baked_project import PROJECT_ROOT, invoke_cli, project_env
+
 from cloudgpu import catalog, plan
-from cloudgpu.tasks.project import DEFAULT_CLOUD
-from conftest import invoke_cli, project_env
 
 DIGEST = "sha256:" + "3" * 64
 
@@ -46,7 +46,7 @@ def test_a_run_that_cannot_work_is_refused_before_anything(
 
 
 def test_a_gpu_older_than_the_images_cuda_is_refused_and_a_newer_one_is_not(tmp_path) -> None:
-    needs = catalog.project_image()
+    needs = json.loads((PROJECT_ROOT / "image.json").read_text())  # what the project's image needs
     env = project_env(CLOUD_RUNS=str(tmp_path / "runs"), CLOUD_SETTINGS=str(tmp_path / "none"))
     volta = catalog.gpu_spec("v100")["compute_capability"]
     args = ["--cloud=aws", "--gpu=v100", f"--image=r@{DIGEST}", "--dry-run"]
@@ -76,7 +76,7 @@ def test_data_push_uploads_and_says_what_to_train_on(tmp_path) -> None:
     env = project_env(CLOUD_SETTINGS=str(settings), CLOUD_RUNS=str(tmp_path / "runs"))
     done = invoke_cli("data.push", str(tmp_path / "mine.npz"), "--cloud=local", env=env)
     assert done.returncode == 0, done.stderr
-    uploaded = tmp_path / "bucket" / "{{ cookiecutter.project_slug }}" / "data" / "mine.npz"
+    uploaded = tmp_path / "bucket" / "cloud-gpu-project" / "data" / "mine.npz"
     assert uploaded.read_bytes() == b"not really arrays"
     assert f"data=files data.source={uploaded}" in done.stdout
     spaced = invoke_cli("data", "push", str(tmp_path / "mine.npz"), "--cloud=local", env=env)
@@ -250,12 +250,12 @@ def test_status_says_which_clouds_it_asked_and_an_unknown_run_is_an_error(tmp_pa
     done = invoke_cli("status", env=env)
     assert done.returncode == 0, done.stderr
     first = done.stdout.splitlines()[0]
-    assert first.startswith(f"clouds asked: {DEFAULT_CLOUD} (those with runs here, and the default")
+    assert first.startswith("clouds asked: gcp (those with runs here, and the default")
     assert "--cloud " in first and done.stdout.rstrip().endswith("no cloud runs")
     unknown = invoke_cli("status", "--run", "proj-261201-120000-zz", env=env)
     assert unknown.returncode == 2
     assert unknown.stderr.strip() == (
-        f"error: --run proj-261201-120000-zz: no such run here or on {DEFAULT_CLOUD}"
+        "error: --run proj-261201-120000-zz: no such run here or on gcp"
     )
 
 
@@ -315,6 +315,10 @@ def test_following_a_run_whose_machine_went_without_a_status_ends(
     status.json: following its run asks every few polls whether the machine is still there and
     ends once it is not, with the likely reason (a preempted spot run is relaunched by
     --retries), instead of waiting forever."""
+    import cloudgpu.project
+
+    # The tasks read the project they run in when first imported: here, the baked one.
+    monkeypatch.setattr(cloudgpu.project, "ROOT", PROJECT_ROOT)
     from cloudgpu.tasks import remote_run
 
     created = datetime.datetime.now(datetime.UTC) - datetime.timedelta(hours=hours_ago)

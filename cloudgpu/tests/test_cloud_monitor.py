@@ -12,9 +12,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from baked_project import PROJECT_ROOT, invoke_cli, project_env
+from cloudgpu.testing import google_api
 from cloudgpu.vm import tunnels
-from conftest import PROJECT_ROOT, invoke_cli, project_env
-from helpers import google_api
 
 DIGEST = "sha256:" + "3" * 64
 IMAGE = f"registry.example/project@{DIGEST}"
