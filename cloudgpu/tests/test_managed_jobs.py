@@ -533,7 +533,7 @@ def test_the_plan_says_when_nodes_with_efa_will_talk_over_tcp(
         assert said == [
             "400 Gbps EFA on p4d.24xlarge, but NCCL reaches EFA only through "
             "AWS's aws-ofi-nccl plugin, which this project's images lack: the nodes talk over "
-            "TCP (README: Several machines)"
+            "TCP (cloudgpu docs/clouds.md: Between nodes: EFA)"
         ]
     else:
         assert said == []

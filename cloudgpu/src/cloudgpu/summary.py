@@ -98,7 +98,7 @@ def _efa_words(offer: Offer) -> str:
     return (
         f"{offer.network} on {offer.machine}, but NCCL reaches EFA only through AWS's "
         "aws-ofi-nccl plugin, which this project's images lack: the nodes talk over TCP "
-        "(README: Several machines)"
+        "(cloudgpu docs/clouds.md: Between nodes: EFA)"
     )
 
 

@@ -106,8 +106,8 @@ def notes(plan: Plan) -> list[tuple[str, str]]:
         return []
     server = plan.image.split("/", 1)[0]
     words = (f"with a pull-only token of {server} that lasts {pull_tokens.hours(plan):g} h: a "
-             "spot job SkyPilot relaunches later than that cannot pull the image (README: "
-             "SkyPilot)")  # fmt: skip
+             "spot job SkyPilot relaunches later than that cannot pull the image (cloudgpu "
+             "docs/clouds.md: SkyPilot)")  # fmt: skip
     return [("image pull", words)]
 
 

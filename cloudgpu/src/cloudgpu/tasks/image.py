@@ -1,6 +1,6 @@
 """The training image: build, push, run and open it, and lock what goes into it.
 
-The Dockerfile and requirements/ hold the rest; see the README's Images section.
+The Dockerfile and requirements/ hold the rest; see the cloudgpu guide docs/images.md.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ Prometheus scrapes them with the label cloud_run=ID. `--pin-exporters` records t
 exporters a monitored VM runs (monitoring/exporters.json).
 
 Grafana is not started here: monitoring/grafana/ holds the provisioning (data source, dashboard)
-for a Grafana you run (README "Watch a run live").
+for a Grafana you run (cloudgpu docs/monitoring.md: Watch a run live).
 """
 
 from __future__ import annotations

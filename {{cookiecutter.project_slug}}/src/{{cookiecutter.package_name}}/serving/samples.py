@@ -15,7 +15,7 @@ The model's thread only chooses the inputs kept and queues them (at most QUEUED 
 thread of its own writes them. Where the queue is full or a write fails (a full disk), those
 samples are dropped and counted (inference_samples_dropped_total): predictions never wait on
 samples, and a failing sampler fails none. Sampled inputs are whatever callers sent: untrusted
-data to whoever reads them (the README's Security).
+data to whoever reads them (cloudgpu docs/serving.md: Security).
 """
 
 from __future__ import annotations
