@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cloudgpu.testing import needs
 
 from template_tools import bake, variants
 from template_tools.variants import Variant
@@ -77,8 +76,12 @@ def commit_all(repo: Path, message: str) -> str:
 
 # Tests that start work in the background run first, those that wait for it last, so that the
 # rest of the session (the Docker tests among it) runs meanwhile.
-STARTS_WORK = ("test_every_suite_starts",)
-WAITS_FOR_IT = ("test_the_projects_own_tests_pass", "test_the_first_tier_is_what_invoke_test_runs")
+STARTS_WORK = ("test_every_suite_starts", "test_the_package_suite_starts")
+WAITS_FOR_IT = (
+    "test_the_projects_own_tests_pass",
+    "test_the_first_tier_is_what_invoke_test_runs",
+    "test_the_package_tests_pass",
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -87,11 +90,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return 0 if name.startswith(STARTS_WORK) else 2 if name.startswith(WAITS_FOR_IT) else 1
 
     items.sort(key=place)  # stable: the rest keeps its order
-    needs.skip_missing(items)  # the package's tests mark what they need beyond Python
-
-
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    needs.fail_missing_in_ci(item)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -118,7 +118,7 @@ class Suite:
 # as `invoke test` does.
 SHARED_MODULES = {
     "tests/test_deploy.py": "pytorch",
-    "tests/test_deploy_vertex_azure.py": "tensorflow",
+    "tests/test_deploy_vertex_azure.py": "pytorch",
     "tests/test_estimate.py": "tensorflow",
     "tests/test_run_secrets.py": "tensorflow",
     "tests/test_serving_monitor.py": "tensorflow",

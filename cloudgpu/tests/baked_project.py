@@ -51,12 +51,12 @@ def project_env(**overrides: str) -> dict[str, str]:
 
 
 def invoke_cli(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 300
+    *args: str, env: dict[str, str] | None = None, timeout: float = 300, cwd: Path = PROJECT_ROOT
 ) -> subprocess.CompletedProcess:
-    """`invoke ARGS` in the project; stdout and stderr apart."""
+    """`invoke ARGS` in the project (or a copy of it, `cwd`); stdout and stderr apart."""
     return subprocess.run(
         [sys.executable, "-m", "invoke", *args],
-        cwd=PROJECT_ROOT,
+        cwd=cwd,
         env=env or project_env(),
         capture_output=True,
         text=True,

@@ -53,7 +53,7 @@ def efa_settings(nodes: int, environ: Mapping[str, str], root: Path = RDMA_DEVIC
     if plugin is None:
         return {}, (
             f"launch: {len(devices)} EFA devices here but no aws-ofi-nccl plugin in the image: "
-            "NCCL talks between nodes over TCP sockets (cloudgpu docs/clouds.md: Between nodes: EFA)"
+            "NCCL talks between nodes over TCP sockets (cloudgpu docs/clouds.md: EFA)"
         )
     chosen = {key: value for key, value in EFA_ENV.items() if key not in environ}
     shown = " ".join(f"{key}={value}" for key, value in chosen.items()) or "as set"

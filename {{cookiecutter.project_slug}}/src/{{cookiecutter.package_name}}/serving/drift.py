@@ -8,7 +8,8 @@ feature's decile bins, averaged over the features. Computed when /metrics is scr
 
 One request adds at most PER_REQUEST of its inputs (evenly spaced): a request may hold more
 inputs than the window, and no one request should set the gauges alone. The inputs are what
-callers sent: a caller who sends many requests still moves them (cloudgpu docs/serving.md: Security).
+callers sent: a caller who sends many requests still moves them (cloudgpu docs/serving.md:
+Security).
 """
 
 from __future__ import annotations
