@@ -10,7 +10,6 @@ Without an engine the module is skipped with the reason.
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import os
 import shutil
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cloudgpu.testing import services
 from conftest import TEMPLATE_DIR, commit_all, git
 from helpers import commands, engine
 
@@ -860,17 +860,6 @@ RESUMABLE = [
 ]
 
 
-def project_helper(project: Path, name: str) -> Any:
-    """A module of the project's own tests/helpers/ (the stand-ins it ships for its tests)."""
-    spec = importlib.util.spec_from_file_location(
-        f"project_{name}", project / "tests" / "helpers" / f"{name}.py"
-    )
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @dataclass
 class LocalCloud:
     """A project set up to run --cloud=local: a registry, S3 on moto, spot notices."""
@@ -942,7 +931,6 @@ def local_cloud(
     if not shutil.which("moto_server") or not shutil.which("aws"):
         pytest.skip("needs moto_server and the AWS CLI (.ci/run installs them)")
     project = projects["pytorch"]
-    services = project_helper(project, "services")
     workdir = tmp_path_factory.mktemp("local-cloud")
     with services.moto_server() as moto:
         notices = services.SpotNotices()

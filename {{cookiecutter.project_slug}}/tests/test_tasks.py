@@ -14,9 +14,9 @@ from conftest import PROJECT_ROOT, project_env, read_metrics
 INVOKE = [sys.executable, "-m", "invoke"]
 
 
-def invoke(*args: str, **env: str) -> subprocess.CompletedProcess:
+def invoke(*args: str, cwd: Path = PROJECT_ROOT, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [*INVOKE, *args], cwd=PROJECT_ROOT, env=project_env(**env), capture_output=True,
+        [*INVOKE, *args], cwd=cwd, env=project_env(**env), capture_output=True,
         text=True, timeout=300,
     )  # fmt: skip
 
@@ -83,7 +83,7 @@ def test_bad_gpu_count_is_refused() -> None:
     assert "--gpus must be at least 1, got 0" in result.stderr
 
 
-def test_bad_flags_get_one_line_naming_the_flag() -> None:
+def test_bad_flags_get_one_line_naming_the_flag(tmp_path: Path) -> None:
     cases = {
         ("train", "--gpus", "two"): "--gpus 'two' is not a whole number; for example --gpus 1",
         ("crossval", "--folds", "1"): "--folds must be at least 2, got 1",
@@ -93,13 +93,16 @@ def test_bad_flags_get_one_line_naming_the_flag() -> None:
         ("setup", "--cpu=false"): "--cpu is an on/off flag: give --cpu alone",
         ("sweep", "--search", "nope"): "--search nope: choose one of digits_optuna",
     }
-    before = set(PROJECT_ROOT.iterdir())
+    # A copy of the project, which the tests beside this one (xdist workers) do not write in.
+    ignore = shutil.ignore_patterns("outputs", "multirun", ".git")
+    project = Path(shutil.copytree(PROJECT_ROOT, tmp_path / "project", ignore=ignore))
+    before = set(project.iterdir())
     for args, message in cases.items():
-        result = invoke(*args)
+        result = invoke(*args, cwd=project)
         assert result.returncode == 2, (args, result.stdout, result.stderr)
         assert result.stderr.startswith(f"error: {message}"), (args, result.stderr)  # one prefix
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
-    assert set(PROJECT_ROOT.iterdir()) == before  # no outputs/ folder, nothing else
+    assert set(project.iterdir()) == before  # no outputs/ folder, nothing else
 
 
 def test_overrides_before_the_dashes_are_shown_after_them() -> None:
