@@ -315,10 +315,6 @@ def test_following_a_run_whose_machine_went_without_a_status_ends(
     status.json: following its run asks every few polls whether the machine is still there and
     ends once it is not, with the likely reason (a preempted spot run is relaunched by
     --retries), instead of waiting forever."""
-    import cloudgpu.project
-
-    # The tasks read the project they run in when first imported: here, the baked one.
-    monkeypatch.setattr(cloudgpu.project, "ROOT", PROJECT_ROOT)
     from cloudgpu.tasks import remote_run
 
     created = datetime.datetime.now(datetime.UTC) - datetime.timedelta(hours=hours_ago)
