@@ -24,15 +24,8 @@ ROOT = Path(__file__).resolve().parent
 BUILD = ROOT / "build"
 PYTHON = shlex.quote(sys.executable)
 # The template's own Python. The project template is Jinja: the tests lint baked projects instead.
-TEMPLATE_PYTHON = (
-    "template_tools",
-    "hooks",
-    "tests",
-    "tasks.py",
-    "benchmarks",
-    "images",
-    "cloudgpu",
-)
+TEMPLATE_PYTHON = ("template_tools", "hooks", "tests", "tasks.py", "benchmarks", "images")
+TEMPLATE_PYTHON += ("cloudgpu",)
 WORKFLOWS = ROOT / ".github" / "workflows"
 LOCK_INPUT = "requirements-dev.in"
 LOCK_FILE = "requirements-dev.txt"
