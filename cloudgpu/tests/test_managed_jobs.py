@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from baked_project import PACKAGE, PROJECT, invoke_cli, project_env
+from cloudgpu.providers import sagemaker_instances
 from cloudgpu.testing import google_api, sdks, services
 
 from cloudgpu import catalog, machines
@@ -43,13 +44,9 @@ def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
         '[aws]\nregion = "us-east-1"\nbucket = "s3://jobs-bucket"\n'
         '[secrets]\nDATA_TOKEN = "data-token"\n'
     )
-    with services.moto_server() as url:
-        assert url is not None
+    with services.moto_env() as moto_env:
         yield project_env(
-            AWS_ENDPOINT_URL=url,
-            AWS_ACCESS_KEY_ID="testing",
-            AWS_SECRET_ACCESS_KEY="testing",
-            AWS_DEFAULT_REGION="us-east-1",
+            **moto_env,
             CLOUD_RUNS=str(tmp_path / "runs"),
             CLOUD_SETTINGS=str(settings),
             DATA_TOKEN=SECRET,
@@ -862,12 +859,42 @@ def test_a_skypilot_task_stops_at_the_runs_deadline(hours_left: float, ends_with
 
 
 def test_every_catalog_machine_is_one_sagemaker_trains_on_or_refused_by_name() -> None:
-    """botocore's own list decides, machine by machine of the catalog: a g4dn.metal (8 x T4) is
+    """SageMaker's own list decides, machine by machine of the catalog: a g4dn.metal (8 x T4) is
     no SageMaker training instance, and the plan says so before anything is sent."""
-    from cloudgpu.jobs import sagemaker
-
-    known = sagemaker.training_instance_types()
-    if known is None:
-        pytest.skip("botocore is not installed (its model holds SageMaker's instance list)")
+    known = sagemaker_instances.names("TrainingInstanceType")
     offered = {f"ml.{offer.machine}" for offer in catalog.rows("aws")}
     assert offered - set(known) == {"ml.g4dn.metal"}
+
+
+@pytest.mark.parametrize("shape", sagemaker_instances.SHAPES)
+def test_the_shipped_sagemaker_lists_are_botocores(shape: str) -> None:
+    """sagemaker_instances.json holds what the API accepts: every name in it is one botocore's
+    model of SageMaker's API (the dev tools' botocore) takes, and it names the version read."""
+    from botocore.session import get_session
+
+    accepted = get_session().get_service_model("sagemaker").shape_for(shape).enum
+    shipped = sagemaker_instances.names(shape)
+    assert len(shipped) > 100 and set(shipped) <= set(accepted)
+    assert json.loads(sagemaker_instances.LISTS.read_text())["source"].startswith("botocore 1.")
+
+
+def test_a_machine_sagemaker_does_not_train_on_is_refused_without_botocore(tmp_path: Path) -> None:
+    """The check is the same where botocore is not installed (a venv without s3fs): it once let
+    every machine through there."""
+    blocker = tmp_path / "botocore.py"
+    blocker.write_text("raise ImportError('botocore is not installed here')\n")
+    code = (
+        "from cloudgpu.jobs import sagemaker; from cloudgpu.plan import PlanError\n"
+        "from cloudgpu import catalog\n"
+        "import types\n"
+        "offer = next(o for o in catalog.rows('aws') if o.machine == 'g4dn.metal')\n"
+        "plan = types.SimpleNamespace(offer=offer, max_hours=1)\n"
+        "try:\n    sagemaker.check(plan)\nexcept PlanError as error:\n    print(error)\n"
+    )
+    path = f"{tmp_path}{os.pathsep}{Path(catalog.__file__).parents[1]}"
+    done = subprocess.run(
+        [sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": path},
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "SageMaker has no training instance ml.g4dn.metal" in done.stdout

@@ -16,7 +16,7 @@ import pytest
 import cloudgpu
 
 SOURCE = Path(cloudgpu.__file__).resolve().parent
-# botocore: read where it is installed (SageMaker's instance names), under `except ImportError`.
+# botocore: read by the maintainers' refresh of sagemaker_instances.json (never on a plan's path).
 ALLOWED = set(sys.stdlib_module_names) | {"yaml", "cloudgpu", "botocore"}
 TASKS_ALLOWED = ALLOWED | {"invoke"}  # cloudgpu.tasks: what a project's tasks.py declares
 TESTING_ALLOWED = ALLOWED | {"pytest"}  # cloudgpu.testing: imported by tests only

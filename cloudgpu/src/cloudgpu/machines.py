@@ -69,7 +69,7 @@ def whole(flag: str, text: str | int) -> int:
 
 def service_accepts(backend: str, cloud: str) -> set[str] | None:
     """The catalog's CPU machines a training service trains on (None: any): SageMaker's ml.*
-    types (botocore's list), the machine types Vertex AI lists."""
+    types (sagemaker_instances.json), the machine types Vertex AI lists."""
     if backend != "managed" or cloud == "azure":  # Azure ML takes any VM size
         return None
     services = load()["services"]

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..commands import CloudError, Commands
 from ..plan import PlanError
-from ..providers import aws_account, aws_policies
+from ..providers import aws_account, aws_policies, sagemaker_instances
 from . import common
 from .common import Deployment
 
@@ -40,10 +40,9 @@ def check(deployment: Deployment) -> None:
     if abs(percent - round(percent)) > 1e-9:
         raise PlanError(f"--sample-rate {deployment.sample_rate:g}: SageMaker's Data Capture keeps "
                         "whole percents, 0.01 to 1")  # fmt: skip
-    known = aws_account.sagemaker_names("ProductionVariantInstanceType")
-    if known is not None and deployment.instance.name not in known:
+    if deployment.instance.name not in sagemaker_instances.names("ProductionVariantInstanceType"):
         raise PlanError(f"--instance {deployment.instance.name}: SageMaker hosts on no such "
-                        "instance (botocore's list)")  # fmt: skip
+                        "instance")  # fmt: skip
 
 
 def archive_uri(settings: dict[str, Any], name: str) -> str:

@@ -5,7 +5,8 @@ Each node runs the image's launcher, which reads /opt/ml/input/config/resourceco
 run folder is /opt/ml/checkpoints/run: SageMaker copies that folder to the bucket as it changes
 and back at every start, so a spot job that is interrupted resumes from its last checkpoint and
 its metrics, log and checkpoints land in <bucket>/outputs/run, as a VM run's do.
-Facts: botocore's SageMaker service model and the SageMaker developer guide.
+Facts: SageMaker's instance lists (sagemaker_instances.json, from botocore's model) and the
+SageMaker developer guide.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..commands import CloudError, Commands
 from ..plan import Plan, PlanError
-from ..providers import aws_account, aws_policies
+from ..providers import aws_account, aws_policies, sagemaker_instances
 
 if TYPE_CHECKING:
     from .common import Distribution
@@ -45,16 +46,11 @@ def instance_type(plan: Plan) -> str:
     return f"ml.{plan.offer.machine}"
 
 
-def training_instance_types() -> list[str] | None:
-    """SageMaker's own list (botocore's model); None where botocore is not installed."""
-    return aws_account.sagemaker_names("TrainingInstanceType")
-
-
 def check(plan: Plan) -> None:
     """PlanError unless SageMaker trains on the plan's instance type and limits."""
-    known = training_instance_types()
+    known = sagemaker_instances.names("TrainingInstanceType")
     wanted = instance_type(plan)
-    if known is not None and wanted not in known:
+    if wanted not in known:
         assert plan.offer is not None
         same_gpu = sorted(
             t for t in known if t.startswith(f"ml.{plan.offer.machine.split('.')[0]}.")
@@ -65,7 +61,7 @@ def check(plan: Plan) -> None:
             else f"--gpu {plan.offer.gpu}:{plan.offer.count}"
         )
         raise PlanError(
-            f"{asked}: SageMaker has no training instance {wanted} (botocore's list); it has "
+            f"{asked}: SageMaker has no training instance {wanted}; it has "
             f"{', '.join(same_gpu) or 'none of that family'}"
         )
     if plan.max_hours * 3600 > MAX_RUNTIME_S:

@@ -20,16 +20,6 @@ def aws_cli(settings: dict[str, Any], *args: str, output: str = "json") -> list[
     return ["aws", *args, "--region", settings["region"], *(["--output", output] if output else [])]
 
 
-def sagemaker_names(shape: str) -> list[str] | None:
-    """The values SageMaker's API takes for `shape` (TrainingInstanceType, ...), from botocore's
-    model of it; None where botocore is not installed."""
-    try:
-        from botocore.session import get_session
-    except ImportError:
-        return None
-    return list(get_session().get_service_model("sagemaker").shape_for(shape).enum)
-
-
 def account(settings: dict[str, Any], cmd: Commands) -> str:
     """The account's id, asked once per command: the bucket, the roles and the deadline schedule
     all name it, and the settings keep it."""
