@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from baked_project import PROJECT_ROOT, invoke_cli
+from baked_project import PROJECT_ROOT, invoke_cli, project_env
 from cloudgpu.tasks.upgrade import GIT
 
 
@@ -79,3 +79,47 @@ def test_a_clones_copy_has_nothing_to_move(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "a clone's copy of cloudgpu (a file: pin)" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.fixture
+def pypi_project(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A copy of the baked project pinned to cloudgpu==0.1.0, and an environment whose pip finds
+    releases 0.1.0, 0.2.0 and 0.10.0 (a folder of wheels, as a mirror lists them)."""
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    for version in ("0.1.0", "0.2.0", "0.10.0"):
+        (wheels / f"cloudgpu-{version}-py3-none-any.whl").touch()
+    copy = Path(shutil.copytree(PROJECT_ROOT, tmp_path / "project"))
+    pyproject = copy / "pyproject.toml"
+    text = pyproject.read_text()
+    line = next(line for line in text.splitlines() if line.strip().startswith('"cloudgpu'))
+    pyproject.write_text(text.replace(line, '    "cloudgpu==0.1.0",'))
+    return copy, {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels)}
+
+
+def pypi_upgrade(project: tuple[Path, dict[str, str]], *args: str) -> subprocess.CompletedProcess:
+    folder, pip = project
+    return invoke_cli("upgrade", "--no-install", *args, cwd=folder, env=project_env(**pip))
+
+
+def test_a_pypi_pin_moves_to_the_newest_release_pip_lists(pypi_project) -> None:
+    done = pypi_upgrade(pypi_project)
+    assert done.returncode == 0, done.stderr
+    assert "cloudgpu 0.1.0 -> 0.10.0 in pyproject.toml" in done.stdout
+    assert '"cloudgpu==0.10.0"' in (pypi_project[0] / "pyproject.toml").read_text()
+
+
+@pytest.mark.parametrize(
+    ("to", "error"),
+    [
+        ("9.9.9", "error: --to 9.9.9: no such release; choose from 0.1.0, 0.2.0, 0.10.0"),
+        ("latest", "error: --to latest: not a release number (X.Y.Z, e.g. 0.2.0)"),
+    ],
+)
+def test_a_pypi_release_the_index_does_not_have_is_refused(pypi_project, to, error) -> None:
+    """Checked against the index before the pin changes: a typo once became the pin, and the
+    install after it failed with pyproject.toml already changed."""
+    before = (pypi_project[0] / "pyproject.toml").read_text()
+    done = pypi_upgrade(pypi_project, "--to", to)
+    assert (done.returncode, done.stderr.strip()) == (2, error)
+    assert (pypi_project[0] / "pyproject.toml").read_text() == before

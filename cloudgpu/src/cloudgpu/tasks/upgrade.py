@@ -24,7 +24,8 @@ PYPI = re.compile(r'"cloudgpu==(?P<version>[^"\s]+)"')
 GIT = re.compile(
     r'"cloudgpu @ git\+(?P<url>[^"@\s]+(?:@[^"@\s]+)?)@cloudgpu-v(?P<version>[^"#\s]+)'
 )
-RELEASE_TAG = re.compile(r"refs/tags/cloudgpu-v(?P<version>\d+(?:\.\d+)*)$")
+VERSION = re.compile(r"\d+(?:\.\d+)*")
+RELEASE_TAG = re.compile(rf"refs/tags/cloudgpu-v(?P<version>{VERSION.pattern})$")
 
 
 def version_key(version: str) -> tuple[int, ...]:
@@ -52,15 +53,18 @@ def pypi_releases() -> list[str]:
     )  # fmt: skip
     listed = re.search(r"Available versions: (.+)", done.stdout)
     if done.returncode != 0 or not listed:
-        raise Exit("error: pip could not list cloudgpu's releases; give one with --to", code=1)
+        last = (done.stderr.strip().splitlines() or ["no answer"])[-1]
+        raise Exit(f"error: pip could not list cloudgpu's releases on its index: {last}", code=1)
     return sorted({v.strip() for v in listed[1].split(",")}, key=version_key)
 
 
 def moved_pin(text: str, to: str) -> tuple[str, str, str]:
     """pyproject.toml's text with its pin at release `to` (the newest when empty), the version
     it had and the one it has now; an Exit that says why where it cannot move."""
+    if to and not VERSION.fullmatch(to):
+        raise Exit(f"error: --to {to}: not a release number (X.Y.Z, e.g. 0.2.0)", code=2)
     if found := PYPI.search(text):
-        releases, new = (pypi_releases() if not to else [to]), '"cloudgpu=={}"'
+        releases, new = pypi_releases(), '"cloudgpu=={}"'
     elif found := GIT.search(text):
         releases = git_releases(found["url"])
         new = found[0].replace(f"cloudgpu-v{found['version']}", "cloudgpu-v{}")
