@@ -21,19 +21,16 @@ with that venv's Python and `--project`. The S3 rows need moto_server (pip insta
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
 import os
-import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+from cloudgpu.testing import services
 from overhead import load_project
 
 SAMPLE = (3, 32, 32)  # float32: 12 kB a sample
@@ -119,29 +116,6 @@ def memory_table(
     )
 
 
-@contextlib.contextmanager
-def moto_s3() -> Iterator[str | None]:
-    """moto_server on a free port, as the local S3 endpoint; None where it is not installed."""
-    if shutil.which("moto_server") is None:
-        yield None
-        return
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    process = subprocess.Popen(
-        ["moto_server", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    try:
-        for _ in range(100):
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-                break
-            time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-
-
 def epoch_rate(
     package: str, split, train: bool, workers: int, epochs: int = 3
 ) -> tuple[float, float]:
@@ -181,16 +155,11 @@ def throughput_table(package: str, folder: Path, npz: Path, shards: Path, shard_
             str(shards), 4, 2, str(folder / "c1"), 20
         ).train,
     }
-    with moto_s3() as url:
+    with services.moto_server() as url:  # cloudgpu's, in the project's venv
         if url is None:
             print("(no moto_server here: the S3 rows are left out; pip install 'moto[server]')")
         else:
-            os.environ.update(
-                AWS_ENDPOINT_URL=url,
-                AWS_ACCESS_KEY_ID="testing",
-                AWS_SECRET_ACCESS_KEY="testing",
-                AWS_DEFAULT_REGION="us-east-1",
-            )
+            os.environ.update(AWS_ENDPOINT_URL=url, **services.MOTO_CREDENTIALS)
             import s3fs
 
             s3fs.S3FileSystem().mkdir("bench")

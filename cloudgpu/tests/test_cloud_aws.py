@@ -35,13 +35,9 @@ aws = services.aws
 def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """One moto_server for the module (its state carries over: each test finds its own run)."""
     tmp_path = tmp_path_factory.mktemp("aws")
-    with services.moto_server() as url:
-        assert url is not None
+    with services.moto_env() as moto_env:
         env = project_env(
-            AWS_ENDPOINT_URL=url,
-            AWS_ACCESS_KEY_ID="testing",
-            AWS_SECRET_ACCESS_KEY="testing",
-            AWS_DEFAULT_REGION="us-east-1",
+            **moto_env,
             CLOUD_RUNS=str(tmp_path / "runs"),
             DATA_TOKEN=SECRET,
         )

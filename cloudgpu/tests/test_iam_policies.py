@@ -165,10 +165,8 @@ def test_a_run_cannot_write_or_delete_a_deployed_model_on_moto(name: str) -> Non
     the model an endpoint loads)."""
     config = {"runner, bucket prefix, data bucket": ("team-bucket", "vision/")}
     bucket, prefix = config.get(name, ("proj-123456789012-eu-west-1", ""))
-    with services.moto_server() as url:
-        assert url is not None
-        admin = {**os.environ, "AWS_ENDPOINT_URL": url, "AWS_ACCESS_KEY_ID": "testing",
-                 "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}  # fmt: skip
+    with services.moto_env() as moto_env:
+        admin, url = {**os.environ, **moto_env}, moto_env["AWS_ENDPOINT_URL"]
         services.aws(admin, "s3api", "create-bucket", "--bucket", bucket)
         services.aws(admin, "iam", "create-user", "--user-name", "run")
         services.aws(admin, "iam", "put-user-policy", "--user-name", "run", "--policy-name", "run",

@@ -19,14 +19,7 @@ SECRET = "token-0123456789abcdef"
 @pytest.fixture(scope="module")
 def secrets_manager() -> Iterator[dict[str, str]]:
     """moto_server with one secret, `data-token`; the environment that reaches it."""
-    with services.moto_server() as url:
-        assert url is not None
-        env = {
-            "AWS_ENDPOINT_URL": url,
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_DEFAULT_REGION": "us-east-1",
-        }
+    with services.moto_env() as env:
         subprocess.run(
             ["aws", "secretsmanager", "create-secret", "--name", "data-token",
              "--secret-string", SECRET],

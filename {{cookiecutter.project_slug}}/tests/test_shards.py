@@ -304,14 +304,8 @@ def test_a_csv_with_a_header_becomes_shards_that_say_how_it_was_prepared(tmp_pat
 
 @pytest.fixture(scope="module")
 def bucket() -> Iterator[dict[str, str]]:
-    with services.moto_server() as url:
-        assert url is not None
-        yield project_env(
-            AWS_ENDPOINT_URL=url,
-            AWS_ACCESS_KEY_ID="testing",
-            AWS_SECRET_ACCESS_KEY="testing",
-            AWS_DEFAULT_REGION="us-east-1",
-        )
+    with services.moto_env() as moto_env:
+        yield project_env(**moto_env)
 
 
 @pytest.mark.needs("aws")

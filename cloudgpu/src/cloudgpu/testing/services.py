@@ -49,6 +49,24 @@ def moto_server() -> Iterator[str | None]:
         process.wait(timeout=30)
 
 
+# What the AWS CLI and boto3 need besides the endpoint to reach moto, which accepts any keys.
+MOTO_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
+@contextlib.contextmanager
+def moto_env() -> Iterator[dict[str, str]]:
+    """moto_server, as the variables that send the AWS CLI and boto3 to it (a test that uses it
+    is marked `needs("aws")`, which skips or fails it first where moto_server is missing)."""
+    with moto_server() as url:
+        if url is None:
+            raise RuntimeError("moto_server is not installed: pip install 'moto[server]'")
+        yield {"AWS_ENDPOINT_URL": url, **MOTO_CREDENTIALS}
+
+
 class SpotNotices:
     """An EC2 instance metadata service (IMDSv2) that answers 404 to spot/instance-action until
     `preempt()`, as AWS does until it reclaims a spot instance. AWS then serves the notice until
