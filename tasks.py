@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parent
 BUILD = ROOT / "build"
 PYTHON = shlex.quote(sys.executable)
 # The template's own Python. The project template is Jinja: the tests lint baked projects instead.
-TEMPLATE_PYTHON = ("template_tools", "hooks", "tests", "tasks.py", "benchmarks", "images")
-TEMPLATE_PYTHON += ("cloudgpu",)
+TEMPLATE_PYTHON: tuple[str, ...] = ("template_tools", "hooks", "tests", "tasks.py", "benchmarks")
+TEMPLATE_PYTHON += ("images", "cloudgpu")
 WORKFLOWS = ROOT / ".github" / "workflows"
 LOCK_INPUT = "requirements-dev.in"
 LOCK_FILE = "requirements-dev.txt"
@@ -268,6 +268,7 @@ def lint(c: Context) -> None:
         f"{PYTHON} -m ruff check {paths}",
         f"{PYTHON} -m ruff format --check {paths}",
         f"{PYTHON} -m mypy",  # the files of pyproject.toml's [tool.mypy]
+        f"{PYTHON} -m mypy --config-file cloudgpu/pyproject.toml",  # the package's sources
         f"{shlex.quote(_tool('actionlint'))} {workflows}",
     ]
     with c.cd(ROOT):
