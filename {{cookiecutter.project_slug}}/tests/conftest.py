@@ -214,5 +214,15 @@ def short_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def exported_run(short_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the short run with its model/ exported (invoke export), for the tests that
+    deploy a run and test something other than its export, which costs seconds of CPU: once."""
+    run = copy_of(short_run, tmp_path_factory.mktemp("exported") / "run")
+    done = invoke_cli("export", f"--run={run}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    return run
+
+
+@pytest.fixture(scope="session")
 def short_run_stdout(short_run: Path) -> str:
     return (short_run.parent / "short_run.stdout").read_text()

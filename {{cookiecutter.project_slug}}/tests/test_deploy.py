@@ -32,13 +32,9 @@ pytestmark = pytest.mark.slow
 def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     folder = tmp_path_factory.mktemp("deploy")
     (folder / "cloud.toml").write_text(f'[aws]\nregion = "us-east-1"\nbucket = "{BUCKET}"\n')
-    with services.moto_server() as url:
-        assert url is not None
+    with services.moto_env() as moto_env:
         env = project_env(
-            AWS_ENDPOINT_URL=url,
-            AWS_ACCESS_KEY_ID="testing",
-            AWS_SECRET_ACCESS_KEY="testing",
-            AWS_DEFAULT_REGION="us-east-1",
+            **moto_env,
             CLOUD_RUNS=str(folder / "runs"),
             CLOUD_SETTINGS=str(folder / "cloud.toml"),
         )
@@ -211,12 +207,12 @@ QUOTA = (
 
 @pytest.mark.needs("aws")
 def test_a_failed_deploy_deletes_what_it_made(
-    moto: dict[str, str], short_run: Path, tmp_path: Path
+    moto: dict[str, str], exported_run: Path, tmp_path: Path
 ) -> None:
     """The account has no GPU endpoint quota, as new accounts do: create-endpoint fails (an
     `aws` in front of the real one answers it as SageMaker would). Deploy says so in one line,
     after deleting the model and endpoint config it made and the archive it uploaded."""
-    run = copy_of(short_run, tmp_path / "taken")
+    run = copy_of(exported_run, tmp_path / "taken")
     name = f"{PROJECT}-taken"
     shim = tmp_path / "bin" / "aws"
     shim.parent.mkdir()

@@ -60,7 +60,7 @@ def vertex(tmp_path: Path) -> Iterator[tuple[google_api.GoogleApi, dict[str, str
 
 @pytest.mark.needs("gcloud")
 def test_a_vertex_ai_deploy_serves_from_the_bucket_and_undeploy_leaves_nothing(
-    vertex: tuple[google_api.GoogleApi, dict[str, str]], short_run: Path, tmp_path: Path
+    vertex: tuple[google_api.GoogleApi, dict[str, str]], exported_run: Path, tmp_path: Path
 ) -> None:
     """What gcloud sends, field by field; then the server started as Vertex AI starts it, its
     model copied from AIP_STORAGE_URI through the stand-in's Cloud Storage and metadata token,
@@ -68,7 +68,7 @@ def test_a_vertex_ai_deploy_serves_from_the_bucket_and_undeploy_leaves_nothing(
     bucket, as the project's endpoint account; listed and undeployed without its record (as if
     made elsewhere), undeploy takes the model off, then deletes it all but the samples."""
     api, env = vertex
-    run = copy_of(short_run, tmp_path / "digits")
+    run = copy_of(exported_run, tmp_path / "digits")
     name = f"{PROJECT}-digits"
     done = invoke_cli("deploy", f"--run={run}", "--cloud=gcp", "--gpu=t4", "--max=2", "--yes",
                       f"--image={GCP_IMAGE}", "--sample-rate=0.5", env=env)  # fmt: skip
@@ -169,13 +169,13 @@ def post_when_ready(port: int, path: str, body: dict) -> dict:
 
 @pytest.mark.needs("gcloud")
 def test_a_failed_vertex_deploy_deletes_what_it_made(
-    vertex: tuple[google_api.GoogleApi, dict[str, str]], short_run: Path, tmp_path: Path
+    vertex: tuple[google_api.GoogleApi, dict[str, str]], exported_run: Path, tmp_path: Path
 ) -> None:
     """The project has no serving quota: deploy-model is refused. Deploy says so in one line,
     after deleting the endpoint and the model it made and the copy in the bucket."""
     api, env = vertex
     api.serving_quota = False
-    run = copy_of(short_run, tmp_path / "refused")
+    run = copy_of(exported_run, tmp_path / "refused")
     done = invoke_cli("deploy", f"--run={run}", "--cloud=gcp", "--yes", f"--image={GCP_IMAGE}",
                       env=env)  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
@@ -189,7 +189,7 @@ def test_a_failed_vertex_deploy_deletes_what_it_made(
 @pytest.mark.parametrize("undeploy_fails", [False, True], ids=["cleaned", "left"])
 def test_a_deploy_call_that_fails_after_vertex_deployed_leaves_nothing_billed_unsaid(
     vertex: tuple[google_api.GoogleApi, dict[str, str]],
-    short_run: Path,
+    exported_run: Path,
     tmp_path: Path,
     undeploy_fails: bool,
 ) -> None:
@@ -197,8 +197,8 @@ def test_a_deploy_call_that_fails_after_vertex_deployed_leaves_nothing_billed_un
     cleanup undeploys it and deletes the rest; where the undeploy fails too, the error line
     gives the exact command that takes the billed model down."""
     api, env = vertex
-    api.deploy_fails, api.undeploy_fails = True, undeploy_fails
-    run = copy_of(short_run, tmp_path / "lost")
+    api.deploy_fails, api.undeploy_fails, api.deploy_failures = True, undeploy_fails, 0
+    run = copy_of(exported_run, tmp_path / "lost")
     name = f"{PROJECT}-lost"
     done = invoke_cli("deploy", f"--run={run}", "--cloud=gcp", "--yes", f"--image={GCP_IMAGE}",
                       env=env)  # fmt: skip
@@ -207,8 +207,8 @@ def test_a_deploy_call_that_fails_after_vertex_deployed_leaves_nothing_billed_un
     if not undeploy_fails:
         assert api.endpoints == {} and api.models == {}, line
         return
-    deployed = api.endpoints[name]["deployedModels"]  # gcloud retried the 503: more than one
-    assert deployed, "the stand-in deployed it"
+    deployed = api.endpoints[name]["deployedModels"]
+    assert len(deployed) == 2, "gcloud retried the 503, and each try deployed"
     for model in deployed:
         undeploy = (f"gcloud ai endpoints undeploy-model {name} --deployed-model-id={model['id']}"
                     " --region=us-central1 --project=proj --format=json")  # fmt: skip
@@ -217,10 +217,10 @@ def test_a_deploy_call_that_fails_after_vertex_deployed_leaves_nothing_billed_un
 
 @pytest.mark.needs("gcloud")
 def test_a_taken_endpoint_name_is_one_line_and_makes_nothing(
-    vertex: tuple[google_api.GoogleApi, dict[str, str]], short_run: Path, tmp_path: Path
+    vertex: tuple[google_api.GoogleApi, dict[str, str]], exported_run: Path, tmp_path: Path
 ) -> None:
     api, env = vertex
-    run = copy_of(short_run, tmp_path / "taken")
+    run = copy_of(exported_run, tmp_path / "taken")
     name = f"{PROJECT}-taken"
     api.endpoints[name] = {"name": f"projects/proj/locations/us-central1/endpoints/{name}",
                            "deployedModels": [{"id": "1", "model": "theirs"}]}  # fmt: skip
@@ -242,8 +242,10 @@ AZURE_IDENTITY = ("/subscriptions/00000000-0000-0000-0000-000000000000/resourceG
 
 
 @pytest.mark.needs("cloud-sdks")
-def test_an_azure_ml_deploy_writes_what_azure_ai_ml_loads(short_run: Path, tmp_path: Path) -> None:
-    run = copy_of(short_run, tmp_path / "digits")
+def test_an_azure_ml_deploy_writes_what_azure_ai_ml_loads(
+    exported_run: Path, tmp_path: Path
+) -> None:
+    run = copy_of(exported_run, tmp_path / "digits")
     assert invoke_cli("export", "--run", str(run)).returncode == 0
     (tmp_path / "cloud.toml").write_text(
         f'[azure]\nresource_group = "ml"\nworkspace = "ws"\nidentity = "{AZURE_IDENTITY}"\n'

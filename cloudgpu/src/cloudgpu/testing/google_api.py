@@ -48,8 +48,12 @@ class GoogleApi:
     models: dict[str, dict[str, Any]] = field(default_factory=dict)  # Vertex AI models by id
     endpoints: dict[str, dict[str, Any]] = field(default_factory=dict)  # Vertex AI endpoints
     serving_quota: bool = True  # False: deployModel is refused as a project with no quota is
-    deploy_fails: bool = False  # True: deployModel deploys, yet answers 503 (as a lost call)
-    undeploy_fails: bool = False  # True: undeployModel answers 500 and undeploys nothing
+    # True: deployModel deploys, yet fails (as a lost answer): a 503 first, which gcloud retries
+    # (2 s later: it retries a 429 or 5xx five times over a minute), then a 409 it does not.
+    deploy_fails: bool = False
+    deploy_failures: int = 0
+    # True: undeployModel is refused (a 400, which gcloud does not retry) and undeploys nothing.
+    undeploy_fails: bool = False
 
     def bodies(self, method: str, pattern: str) -> list[Any]:
         return [r.body for r in self.requests if r.method == method and re.search(pattern, r.path)]
@@ -88,7 +92,7 @@ def _handler(api: GoogleApi) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length") or 0)
             if m := re.fullmatch(r"/upload/storage/v1/b/([^/]+)/o", path):
                 return self._upload(m[1], query, self.rfile.read(length))
-            body = json.loads(self.rfile.read(length) or b"null") if length else None
+            body: Any = json.loads(self.rfile.read(length) or b"null") if length else None
             api.requests.append(Recorded(method, path, body))
             if path.endswith("/instance/service-accounts/default/token"):  # the metadata server
                 token = {"access_token": "stand-in-token", "expires_in": 3600}
@@ -333,7 +337,7 @@ def _handler(api: GoogleApi) -> type[BaseHTTPRequestHandler]:
                 return self._answer(200, {kind: list(store.values())})
             if item not in store:
                 return self._answer(404, missing)
-            entry = store[item]
+            entry: dict[str, Any] = store[item]
             if method == "GET":
                 return self._answer(200, entry)
             if method == "DELETE":
@@ -356,14 +360,19 @@ def _handler(api: GoogleApi) -> type[BaseHTTPRequestHandler]:
                 }
                 return self._answer(429, {"error": refusal})
             if verb == "deployModel":
-                deployed = {**body["deployedModel"], "id": str(1000 + len(api.requests))}
-                entry["deployedModels"].append(deployed)
-                entry["trafficSplit"] = {deployed["id"]: 100}
+                model = {**body["deployedModel"], "id": str(1000 + len(api.requests))}
+                entry["deployedModels"].append(model)
+                entry["trafficSplit"] = {model["id"]: 100}
                 if api.deploy_fails:
-                    return self._answer(503, {"error": {"code": 503, "message": "unavailable"}})
-                return self._lro(entry["name"], "DeployModelResponse", {"deployedModel": deployed})
+                    api.deploy_failures += 1
+                    if api.deploy_failures == 1:
+                        return self._answer(503, {"error": {"code": 503, "message": "unavailable"}})
+                    return self._answer(409, {"error": {"code": 409, "status": "ABORTED",
+                                                        "message": "aborted"}})  # fmt: skip
+                return self._lro(entry["name"], "DeployModelResponse", {"deployedModel": model})
             if verb == "undeployModel" and api.undeploy_fails:
-                return self._answer(500, {"error": {"code": 500, "message": "internal"}})
+                refusal = {"code": 400, "status": "FAILED_PRECONDITION", "message": "refused"}
+                return self._answer(400, {"error": refusal})
             if verb == "undeployModel":
                 entry["deployedModels"] = [
                     m for m in entry["deployedModels"] if m["id"] != body["deployedModelId"]
