@@ -127,7 +127,7 @@ def test_a_two_node_spot_sagemaker_job_is_the_plan_field_by_field(moto: dict) ->
 def test_a_cpu_sagemaker_job_runs_on_a_machine_sagemaker_trains_on(moto: dict) -> None:
     """--cpus picks among the catalog's machines whose ml.* type SageMaker lists (no c7a)."""
     chosen = machines.cpu_offer("aws", 32, backend="managed")
-    assert f"ml.{chosen.machine}" in machines.load()["services"]["sagemaker_training"]["types"]
+    assert f"ml.{chosen.machine}" in sagemaker_instances.names("TrainingInstanceType")
     image = f"123456789012.dkr.ecr.us-east-1.amazonaws.com/{PROJECT}@{DIGEST}"
     done = invoke_cli(
         "train", "--cloud=aws", "--backend=managed", "--nodes=2", "--cpus=32", "--yes",

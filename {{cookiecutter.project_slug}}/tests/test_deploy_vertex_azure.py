@@ -197,7 +197,7 @@ def test_a_deploy_call_that_fails_after_vertex_deployed_leaves_nothing_billed_un
     cleanup undeploys it and deletes the rest; where the undeploy fails too, the error line
     gives the exact command that takes the billed model down."""
     api, env = vertex
-    api.deploy_fails, api.undeploy_fails, api.deploy_failures = True, undeploy_fails, 0
+    api.deploy_fails, api.undeploy_fails = True, undeploy_fails
     run = copy_of(exported_run, tmp_path / "lost")
     name = f"{PROJECT}-lost"
     done = invoke_cli("deploy", f"--run={run}", "--cloud=gcp", "--yes", f"--image={GCP_IMAGE}",

@@ -12,6 +12,7 @@ from typing import Any
 
 from . import catalog
 from .catalog import CLOUDS, CatalogError, Offer
+from .providers import sagemaker_instances
 
 MACHINES = Path(__file__).with_name("machines.json")
 SERVICES = {"aws": "SageMaker", "gcp": "Vertex AI", "azure": "Azure ML"}  # --backend=managed
@@ -72,12 +73,11 @@ def service_accepts(backend: str, cloud: str) -> set[str] | None:
     types (sagemaker_instances.json), the machine types Vertex AI lists."""
     if backend != "managed" or cloud == "azure":  # Azure ML takes any VM size
         return None
-    services = load()["services"]
     names = {entry["machine"] for entry in _cloud(cloud)["machines"]}
     if cloud == "aws":
-        listed = set(services["sagemaker_training"]["types"])
+        listed = set(sagemaker_instances.names("TrainingInstanceType"))
         return {name for name in names if f"ml.{name}" in listed}
-    return names & set(services["vertex_training"]["types"])
+    return names & set(load()["services"]["vertex_training"]["types"])
 
 
 def cpu_offer(

@@ -48,10 +48,10 @@ class GoogleApi:
     models: dict[str, dict[str, Any]] = field(default_factory=dict)  # Vertex AI models by id
     endpoints: dict[str, dict[str, Any]] = field(default_factory=dict)  # Vertex AI endpoints
     serving_quota: bool = True  # False: deployModel is refused as a project with no quota is
-    # True: deployModel deploys, yet fails (as a lost answer): a 503 first, which gcloud retries
-    # (2 s later: it retries a 429 or 5xx five times over a minute), then a 409 it does not.
+    # True: deployModel deploys, yet fails (as a lost answer): the first this API is sent with a
+    # 503, which gcloud retries (2 s later: it retries a 429 or 5xx five times over a minute),
+    # later ones with a 409, which it does not.
     deploy_fails: bool = False
-    deploy_failures: int = 0
     # True: undeployModel is refused (a 400, which gcloud does not retry) and undeploys nothing.
     undeploy_fails: bool = False
 
@@ -364,8 +364,7 @@ def _handler(api: GoogleApi) -> type[BaseHTTPRequestHandler]:
                 entry["deployedModels"].append(model)
                 entry["trafficSplit"] = {model["id"]: 100}
                 if api.deploy_fails:
-                    api.deploy_failures += 1
-                    if api.deploy_failures == 1:
+                    if len(api.bodies("POST", r":deployModel$")) == 1:  # this one is recorded
                         return self._answer(503, {"error": {"code": 503, "message": "unavailable"}})
                     return self._answer(409, {"error": {"code": 409, "status": "ABORTED",
                                                         "message": "aborted"}})  # fmt: skip
