@@ -120,18 +120,6 @@ src/{package}/models/cnn.py
 src/{package}/models/mlp.py
 src/{package}/prepare.py
 src/{package}/serve.py
-src/{package}/serving/__init__.py
-src/{package}/serving/batcher.py
-src/{package}/serving/buckets.py
-src/{package}/serving/connections.py
-src/{package}/serving/drift.py
-src/{package}/serving/http.py
-src/{package}/serving/inputs.py
-src/{package}/serving/metrics.py
-src/{package}/serving/model.py
-src/{package}/serving/samples.py
-src/{package}/serving/server.py
-src/{package}/serving/v2.py
 src/{package}/tracking/__init__.py
 src/{package}/tracking/exporter.py
 src/{package}/tracking/gpu_metrics.py
@@ -157,7 +145,6 @@ tasks.py
 tests/conftest.py
 tests/framework_parts.py
 tests/helpers/__init__.py
-tests/helpers/azure_blob.py
 tests/helpers/collectives.py
 tests/helpers/datasets.py
 tests/helpers/monitor_stack.py
@@ -186,7 +173,6 @@ tests/test_monitoring.py
 tests/test_resume.py
 tests/test_run_secrets.py
 tests/test_serve.py
-tests/test_serve_hostile.py
 tests/test_serving_monitor.py
 tests/test_shard_loader.py
 tests/test_shards.py

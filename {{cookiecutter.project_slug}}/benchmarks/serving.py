@@ -58,7 +58,9 @@ def in_process(model: Path, calls: int) -> list[float]:
     import numpy as np
 
     sys.path.insert(0, str(ROOT / "src"))
-    served = import_module(f"{PACKAGE}.serving.model").load(model)
+    from cloudgpu.serving.model import load
+
+    served = load(model, import_module(f"{PACKAGE}.serve").open_model)
     one = np.load(model / "parity.npz")["x"][:1]
     served.predict(one)
     times = []
@@ -86,11 +88,12 @@ PEER_APP = """
 import sys
 import litserve as ls
 import numpy as np
-from {package}.serving.model import load
+from cloudgpu.serving.model import load
+from {package}.serve import open_model
 
 class Exported(ls.LitAPI):
     def setup(self, device):
-        self.model = load(__import__("pathlib").Path(sys.argv[1]))
+        self.model = load(__import__("pathlib").Path(sys.argv[1]), open_model)
 
     def decode_request(self, request):
         return np.asarray(request["instances"], np.float32).reshape(-1, *self.model.shape)

@@ -16,10 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cloudgpu.serving.model import folder_sha256
 from cloudgpu.testing import services
 from conftest import copy_of, invoke_cli, project_env
-
-from {{ cookiecutter.package_name }}.serving.model import folder_sha256
 
 PROJECT = "{{ cookiecutter.project_slug }}"
 IMAGE_REF = f"123456789012.dkr.ecr.us-east-1.amazonaws.com/{PROJECT}@sha256:" + "5" * 64

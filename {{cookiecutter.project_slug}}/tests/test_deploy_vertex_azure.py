@@ -14,10 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cloudgpu.serving.model import folder_sha256
 from cloudgpu.testing import google_api, sdks, services
 from conftest import PROJECT_ROOT, copy_of, invoke_cli, project_env
-
-from {{ cookiecutter.package_name }}.serving.model import folder_sha256
 
 PACKAGE = "{{ cookiecutter.package_name }}"
 PROJECT = "{{ cookiecutter.project_slug }}"

@@ -97,6 +97,10 @@ def test_build_serve_makes_the_serving_stage_from_the_serving_lock(fake_docker: 
     tags = [arg.removeprefix("--tag=") for arg in build if arg.startswith("--tag=")]
     assert tags[1] == f"{IMAGE}:serve-cpu" and tags[0].endswith("-serve-cpu")
     assert (PROJECT_ROOT / "requirements/serve-cpu.txt").is_file()
+    # The server is cloudgpu's: the release installed here, staged with its sums for the image.
+    sums = (PROJECT_ROOT / "build/cloudgpu/SHA256SUMS").read_text().splitlines()
+    assert any(line.endswith("  cloudgpu/serving/server.py") for line in sums)
+    assert (PROJECT_ROOT / "build/cloudgpu/cloudgpu/serving/server.py").is_file()
 
 
 def test_a_failed_build_says_so_and_exits_non_zero(fake_docker: Path) -> None:

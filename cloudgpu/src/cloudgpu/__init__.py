@@ -1,7 +1,9 @@
 """cloudgpu: training runs on cloud GPUs and CPU machines, started from the machine a project
-lives on. The standard library (and PyYAML, for the services' job files); never installed in the
-training image, never imported by a project's src/. A project pins it by exact version and acts
-through its invoke tasks; the project itself is found as project.py says.
+lives on, and the model server its endpoints run. The standard library (and PyYAML, for the
+services' job files) on the user's machine. A project's images hold it (in_image.py) for
+serving/ alone (numpy, prometheus-client and uvicorn: the extra "serve"), which the project's
+serve.py and export.py import. A project pins it by exact version and acts through its
+invoke tasks; the project itself is found as project.py says.
 
     catalog.json catalog.py   the GPUs each cloud offers, their prices, VM images and drivers
     machines.json machines.py the CPU machines, their prices and CPUs; --cpus, --machine lookups
@@ -19,6 +21,10 @@ through its invoke tasks; the project itself is found as project.py says.
                               SkyPilot (engines.py picks one; common.py is what they share)
     endpoints.json deploy/    a trained model on a managed endpoint (invoke deploy): the
                               instances and their prices; a SageMaker real-time endpoint
+    serving/                  the model server of the serving image: every endpoint's routes,
+                              batching, metrics, drift, samples (model.py: the project's part)
+    in_image.py               this package's files as `invoke build` stages them for an image
+    pins.py                   how a project's pyproject.toml pins a release
 """
 
 from types import ModuleType

@@ -8,7 +8,7 @@ RUN is a run folder (its best checkpoint) or a checkpoint file. The folder, `RUN
                  data fingerprint, git commit) and the parity check it passed
   reference.npz  the validation split's inputs' per-feature decile bins (edges and shares),
                  predicted-class counts and top-confidence histogram: what live traffic is
-                 compared with for drift (serving/drift.py)
+                 compared with for drift (cloudgpu.serving.drift)
   parity.npz     a fixed batch of validation inputs and the trained model's logits for them
   preparation.json  a table's fitted preparation (data/preparation.py): the server turns raw
                  rows into features with it, and the parity batch is those rows prepared by it
@@ -32,43 +32,22 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from cloudgpu.serving.drift import reference
 from omegaconf import OmegaConf
 
 from .data.preparation import FILE as PREPARATION_FILE
 from .data.preparation import Preparation
 from .data.splits import DataError, Split
-from .serving.drift import feature_bins, softmax
 
 FOLDER = "model"
 PARITY_BATCH = 64
 # |exported - trained| <= ATOL + RTOL * |trained|, elementwise, on the parity batch (float32
 # graphs may reorder sums: a few ulps of the logits, never a different class).
 ATOL, RTOL = 1e-4, 1e-4
-QUANTILES = np.linspace(0.0, 1.0, 11)  # decile edges of each input feature
-MAX_FEATURES = 1024  # features with reference bins; an image has more pixels than drift needs
-CONFIDENCE_BINS = np.linspace(0.0, 1.0, 11)
 
 
 class ExportError(Exception):
     """What stops an export, said in one line."""
-
-
-def reference(x: np.ndarray, logits: np.ndarray, num_classes: int) -> dict[str, Any]:
-    """The validation split's distributions, for drift: per-feature decile edges (the first
-    MAX_FEATURES features, flattened) and the share of inputs in each bin they make,
-    predicted-class counts, top-confidence histogram."""
-    flat = x.reshape(len(x), -1)[:, :MAX_FEATURES].astype(np.float64)
-    probabilities = softmax(logits.astype(np.float64))
-    quantiles = np.quantile(flat, QUANTILES, axis=0).T  # (features, 11)
-    bins = feature_bins(flat, quantiles)
-    shares = np.stack([np.bincount(column, minlength=10) for column in bins.T]) / len(flat)
-    return {
-        "feature_quantiles": quantiles,
-        "feature_bin_shares": shares,  # (features, 10)
-        "class_counts": np.bincount(probabilities.argmax(1), minlength=num_classes),
-        "confidence_edges": CONFIDENCE_BINS,
-        "confidence_counts": np.histogram(probabilities.max(1), CONFIDENCE_BINS)[0],
-    }
 
 
 def fingerprint(*arrays: np.ndarray) -> str:

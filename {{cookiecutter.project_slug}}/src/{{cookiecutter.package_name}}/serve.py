@@ -1,120 +1,30 @@
-"""Serve an exported model: `python -m PACKAGE.serve [--model DIR] [--port N]`.
-
-DIR is a model folder (`invoke export --run RUN` writes RUN/model/). Without --model, the first
-that exists of: $AIP_STORAGE_URI (Vertex AI: a gs:// URI, copied here first, or a path),
-/opt/ml/model (SageMaker), $AZUREML_MODEL_DIR (Azure ML; or the folder in it). The port:
---port, else $AIP_HTTP_PORT (Vertex AI), else 8080 (SageMaker's). serving/http.py lists the
-routes.
+"""Serve an exported model: `python -m PACKAGE.serve [--model DIR] [--port N]` (`-h` lists the
+rest). The server is the cloudgpu package's (cloudgpu.serving: SageMaker's, Vertex AI's,
+Azure ML's and KServe V2's routes, batching, metrics, drift, samples); what is this project's
+is how a model folder that `invoke export` wrote is opened, below.
 """
 
 from __future__ import annotations
 
-import argparse
-import logging
-import os
-import sys
 from pathlib import Path
+from typing import Any
 
-from .serving import buckets
-from .serving.samples import Sampling
+from cloudgpu.serving import cli
 
-DEFAULT_PORT = 8080
-MODEL_PLACES = ("AIP_STORAGE_URI", "/opt/ml/model", "AZUREML_MODEL_DIR")
-
-
-def _holding_the_card(folder: Path) -> Path:
-    """`folder`, or the folder below it that holds model.json (Azure ML mounts a model
-    registered from a folder as that folder, inside AZUREML_MODEL_DIR)."""
-    if (folder / "model.json").is_file():
-        return folder
-    found = sorted(folder.glob("*/model.json")) + sorted(folder.glob("*/*/model.json"))
-    return found[0].parent if found else folder
+from .data.preparation import Preparation
 
 
-def model_folder(given: str | None) -> Path | None:
-    """--model, else the first place a managed endpoint puts the model that exists here (a
-    gs:// AIP_STORAGE_URI is copied here first)."""
-    if given:
-        return Path(given)
-    for place in MODEL_PLACES:
-        path = os.environ.get(place, "") if not place.startswith("/") else place
-        if path.startswith("gs://"):
-            return _holding_the_card(buckets.gcs_folder(path))
-        if path and "://" not in path and Path(path).is_dir():
-            return _holding_the_card(Path(path))
-    return None
+def open_model(folder: Path, card: dict[str, Any]) -> tuple[Any, Any]:
+    """The exported model's predict (float32 batch -> logits) and, for a table, its saved
+    preparation (raw rows -> features, as training made them)."""
+    from .training import formats  # the framework, imported once the server listens
+
+    preparation = Preparation.load(folder)
+    return formats.load(folder, card["file"]), preparation.features if preparation else None
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog=f"python -m {__package__}.serve", description=__doc__)
-    # SageMaker starts an endpoint's container as `docker run IMAGE serve`.
-    parser.add_argument("command", nargs="?", choices=["serve"], help="SageMaker's; ignored")
-    parser.add_argument("--model", help="a model folder (invoke export writes RUN/model/)")
-    parser.add_argument("--port", type=int, help="default: $AIP_HTTP_PORT, else 8080")
-    parser.add_argument("--host", default="0.0.0.0", help="default: every address")
-    parser.add_argument("--name", default="model", help="the model's name in KServe V2 routes")
-    parser.add_argument("--max-batch", type=int, default=64, help="inputs per run of the model")
-    parser.add_argument(
-        "--max-delay-ms", type=float, default=2.0, help="how long a request waits for others"
-    )
-    parser.add_argument(
-        "--sample-rate",
-        type=float,
-        default=float(os.environ.get("SAMPLE_RATE") or 0),
-        help="keep this share of inputs' predictions (serving/samples.py)",
-    )
-    parser.add_argument(
-        "--sample-dir",
-        default=os.environ.get("SAMPLE_DIR") or "samples",
-        help="where: samples-<hour>.jsonl files",
-    )
-    parser.add_argument(
-        "--sample-uri",
-        default=os.environ.get("SAMPLE_URI", ""),
-        help="and copied there: gs://BUCKET/PREFIX, an Azure blob URL or a folder",
-    )
-    parser.add_argument(
-        "--sample-every",
-        type=float,
-        default=float(os.environ.get("SAMPLE_EVERY_S") or 300),
-        help="seconds between copies (and one at the end)",
-    )
-    parser.add_argument(
-        "--sample-inputs",
-        action="store_true",
-        default=os.environ.get("SAMPLE_INPUTS") == "1",
-        help="the inputs too",
-    )
-    args = parser.parse_args(argv)
-    if not 0 <= args.sample_rate <= 1:
-        sys.exit(f"error: --sample-rate {args.sample_rate:g}: a fraction from 0 (none) to 1")
-    try:
-        uri = buckets.check(args.sample_uri)
-    except ValueError as error:
-        sys.exit(f"error: --sample-uri {error}")
-    if args.sample_every <= 0:
-        sys.exit(f"error: --sample-every {args.sample_every:g}: seconds, more than 0")
-    sample = Sampling(Path(args.sample_dir), args.sample_rate, args.sample_inputs, uri,
-                      args.sample_every)  # fmt: skip
-    try:
-        folder = model_folder(args.model)
-    except OSError as error:  # the bucket of AIP_STORAGE_URI: not there, or not ours to read
-        sys.exit(f"error: cannot copy the model from {os.environ.get('AIP_STORAGE_URI')}: {error}")
-    if folder is None or not (folder / "model.json").is_file():
-        where = str(folder) if folder else f"none of {', '.join(MODEL_PLACES)}"
-        sys.exit(f"error: no model folder with a model.json at {where}: pass --model DIR "
-                 "(invoke export --run RUN writes RUN/model/)")  # fmt: skip
-    port = args.port or int(os.environ.get("AIP_HTTP_PORT") or DEFAULT_PORT)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    from .serving.http import Routes
-    from .serving.server import serve
-
-    routes = Routes(os.environ.get("AIP_HEALTH_ROUTE", ""), os.environ.get("AIP_PREDICT_ROUTE", ""))
-    try:
-        serve(folder, port, args.host, routes, args.name, args.max_batch, args.max_delay_ms / 1000,
-              sample if args.sample_rate > 0 else None)  # fmt: skip
-    except OSError as error:  # the port is taken, or not ours to bind
-        sys.exit(f"error: cannot listen on {args.host}:{port}: {error.strerror or error}")
+    cli.main(open_model, argv, prog=f"python -m {__package__}.serve")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ price, `invoke undeploy NAME` deletes everything deploy made.
 
 from __future__ import annotations
 
-import importlib
 import json
 import sys
 import tempfile
@@ -22,10 +21,11 @@ from cloudgpu import PROVIDERS, settings
 from cloudgpu.commands import CloudError, Commands
 from cloudgpu.deploy import ENGINES, common
 from cloudgpu.plan import PlanError
+from cloudgpu.serving.model import folder_sha256
 
 from .args import whole_number
 from .image import push_to
-from .project import IMAGE, PACKAGE
+from .project import IMAGE
 from .remote import table
 from .serving import model_folder
 
@@ -127,7 +127,7 @@ def _pinned(model: Path) -> str:
     """The model folder's sha256, which the server checks before it loads the cloud's copy."""
     if not model.is_dir():  # a dry run's, not made yet
         return ""
-    return str(importlib.import_module(f"{PACKAGE}.serving.model").folder_sha256(model))
+    return folder_sha256(model)
 
 
 def _make(c: Context, engine: Any, deployment: common.Deployment, image: str,

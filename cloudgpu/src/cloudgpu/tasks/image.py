@@ -19,7 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from invoke import Context, Exit, task
 
-from cloudgpu import PROVIDERS, runs, settings
+from cloudgpu import PROVIDERS, in_image, runs, settings
 from cloudgpu.commands import CloudError, Commands
 from cloudgpu.project import ROOT
 
@@ -38,15 +38,11 @@ PUSHES = runs.RUNS / "pushes.json"  # the last push to each cloud
 def _docker_engine(c: Context) -> None:
     """Exit with a clear message unless a Docker engine answers."""
     if shutil.which(DOCKER) is None:
-        raise Exit(
-            f"error: {DOCKER} not found: install Docker, or set DOCKER to another client", code=1
-        )
+        raise Exit(f"error: {DOCKER} not found: install Docker, or set DOCKER to another "
+                   "client", code=1)  # fmt: skip
     if c.run(f"{shlex.quote(DOCKER)} info", hide=True, warn=True).failed:
-        raise Exit(
-            f"error: no Docker engine answers (`{DOCKER} info` failed): start Docker, "
-            "or point DOCKER_HOST at a running engine",
-            code=1,
-        )
+        raise Exit(f"error: no Docker engine answers (`{DOCKER} info` failed): start Docker, "
+                   "or point DOCKER_HOST at a running engine", code=1)  # fmt: skip
 
 
 def _git(c: Context, args: str) -> str:
@@ -126,11 +122,12 @@ def build(
     """Build the training image, tagged with the git revision: invoke build [--cpu] [--serve]."""
     _docker_engine(c)
     kind = ("serve-" if serve else "") + flavour(cpu)  # the tag's flavour and the lock's name
-    meta = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    in_image.stage_for_build(pyproject, ROOT)  # the pinned release's files, checked in the build
     args = {
         "LOCK": f"requirements/{kind}.txt",
         "REVISION": _git(c, "rev-parse HEAD"),
-        "VERSION": meta["version"],
+        "VERSION": tomllib.loads(pyproject)["project"]["version"],
         "SOURCE": _source(c),
         "BASE_IMAGE": base_image,
         "PYTHON": python,

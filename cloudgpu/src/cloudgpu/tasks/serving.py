@@ -104,6 +104,6 @@ def _serve(c: Context, folder: Path, in_image: bool, number: int) -> None:
         c.run(shlex.join(command), pty=sys.stdout.isatty())
         return
     # This machine's loopback only, as announced: an endpoint's container listens on every
-    # address (serve.py's default), which the image's --publish above keeps to loopback too.
+    # address (cloudgpu.serving.cli's default); the image's --publish above keeps to loopback.
     c.run(f"{PYTHON} -m {PACKAGE}.serve --model {shlex.quote(str(folder))} --host 127.0.0.1 "
           f"--port {number}", pty=sys.stdout.isatty())  # fmt: skip

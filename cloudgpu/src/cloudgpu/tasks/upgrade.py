@@ -16,14 +16,11 @@ from pathlib import Path
 
 from invoke import Context, Exit, task
 
+from cloudgpu.pins import GIT, PYPI
 from cloudgpu.project import ROOT
 
 from . import image, run
 
-PYPI = re.compile(r'"cloudgpu==(?P<version>[^"\s]+)"')
-GIT = re.compile(
-    r'"cloudgpu @ git\+(?P<url>[^"@\s]+(?:@[^"@\s]+)?)@cloudgpu-v(?P<version>[^"#\s]+)'
-)
 VERSION = re.compile(r"\d+(?:\.\d+)*")
 RELEASE_TAG = re.compile(rf"refs/tags/cloudgpu-v(?P<version>{VERSION.pattern})$")
 

@@ -17,12 +17,17 @@ from __future__ import annotations
 import threading
 from collections import deque
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 WINDOW = 1000  # the inputs the statistics are taken over: the newest ones
 PER_REQUEST = WINDOW // 10
 SMOOTH = 1e-4  # an empty bin's share, so that ln stays finite
+# The reference (an export's reference.npz, from its validation split: reference() below).
+QUANTILES = np.linspace(0.0, 1.0, 11)  # decile edges of each input feature
+MAX_FEATURES = 1024  # features with reference bins; an image has more pixels than drift needs
+CONFIDENCE_BINS = np.linspace(0.0, 1.0, 11)
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
@@ -42,6 +47,24 @@ def psi(window: np.ndarray, reference: np.ndarray) -> np.ndarray:
     p = np.clip(window, SMOOTH, None)
     q = np.clip(reference, SMOOTH, None)
     return ((p - q) * np.log(p / q)).sum(axis=-1)
+
+
+def reference(x: np.ndarray, logits: np.ndarray, num_classes: int) -> dict[str, Any]:
+    """The validation split's distributions, for drift: per-feature decile edges (the first
+    MAX_FEATURES features, flattened) and the share of inputs in each bin they make,
+    predicted-class counts, top-confidence histogram."""
+    flat = x.reshape(len(x), -1)[:, :MAX_FEATURES].astype(np.float64)
+    probabilities = softmax(logits.astype(np.float64))
+    quantiles = np.quantile(flat, QUANTILES, axis=0).T  # (features, 11)
+    bins = feature_bins(flat, quantiles)
+    shares = np.stack([np.bincount(column, minlength=10) for column in bins.T]) / len(flat)
+    return {
+        "feature_quantiles": quantiles,
+        "feature_bin_shares": shares,  # (features, 10)
+        "class_counts": np.bincount(probabilities.argmax(1), minlength=num_classes),
+        "confidence_edges": CONFIDENCE_BINS,
+        "confidence_counts": np.histogram(probabilities.max(1), CONFIDENCE_BINS)[0],
+    }
 
 
 class Drift:

@@ -1,7 +1,9 @@
-"""Serving an exported model (`python -m PACKAGE.serve`): one small HTTP server that speaks every
-managed endpoint's container contract and the Open Inference Protocol.
+"""Serving an exported model (a project's `python -m PACKAGE.serve`): one small HTTP server that
+speaks every managed endpoint's container contract and the Open Inference Protocol. The one
+thing it takes from the project is how a model folder is opened (model.py, the contract).
 
-    model.py     the model folder (invoke export), loaded
+    cli.py       the command line a project's serve.py hands its opener to
+    model.py     the model folder (invoke export), loaded by the project's opener
     inputs.py    a request's inputs checked, before anything is built from them
     batcher.py   concurrent requests run as one batch, within a latency bound
     metrics.py   Prometheus: requests, errors and latency by route, batch sizes, classes,

@@ -1,6 +1,7 @@
-"""The model server against hostile callers, over real HTTP on loopback: requests built to cost
-memory, time or a 500; slow and endless headers; more requests at once than it holds; a body
-trickling through SIGTERM; a sampler that cannot write; a bucket that redirects its token."""
+"""The model server (cloudgpu.serving) against hostile callers, over real HTTP on loopback:
+requests built to cost memory, time or a 500; slow and endless headers; more requests at once
+than it holds; a body trickling through SIGTERM; a sampler that cannot write; a bucket that
+redirects its token."""
 
 from __future__ import annotations
 
@@ -14,11 +15,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-import test_serve
+import test_serving
 from cloudgpu.testing import google_api
-from test_serve import Server, start, stop
+from served_model import Server, start, stop
 
-model, server = test_serve.model, test_serve.server  # the fixtures: one export, one server
+model, server = test_serving.model, test_serving.server  # the fixtures: one model, one server
 
 
 def strict(body: bytes) -> dict:
@@ -207,7 +208,7 @@ def test_a_bucket_that_redirects_never_gets_the_token_elsewhere(
 ) -> None:
     """A 302 from Cloud Storage's API is an error: the token is not sent on. Only https to
     Blob Storage's own hosts is written to (the tests' loopback stand-in aside)."""
-    from {{ cookiecutter.package_name }}.serving import buckets
+    from cloudgpu.serving import buckets
 
     reached: list[str] = []
 

@@ -25,7 +25,7 @@ from .connections import GuardedHttpTools
 from .drift import Drift, softmax
 from .http import App, Routes
 from .metrics import ServingMetrics
-from .model import PINNED, ServedModel, load
+from .model import PINNED, Opener, ServedModel, load
 from .samples import Sampler, Sampling
 
 log = logging.getLogger(__name__)
@@ -41,8 +41,9 @@ class ModelServer:
     """What the routes answer from: the model once loaded, its batcher, metrics, drift and
     samples, and whether the server is draining."""
 
-    def __init__(self, routes: Routes, name: str, sample: Sampling | None = None) -> None:
-        self.routes, self.name, self.sample = routes, name, sample
+    def __init__(self, open_model: Opener, routes: Routes, name: str,
+                 sample: Sampling | None = None) -> None:  # fmt: skip
+        self.open_model, self.routes, self.name, self.sample = open_model, routes, name, sample
         self.infer_path = re.compile(rf"/v2/models/{re.escape(name)}(/versions/[^/]+)?/infer")
         self.sampler: Sampler | None = None
         self.model: ServedModel | None = None
@@ -62,7 +63,7 @@ class ModelServer:
     def load(self, folder: Path, max_batch: int, max_delay: float) -> None:
         """Load the model (the server answers liveness meanwhile, readiness with 503)."""
         try:
-            model = load(folder, os.environ.get(PINNED, ""))
+            model = load(folder, self.open_model, os.environ.get(PINNED, ""))
         except Exception as error:  # said at readiness and in the log; liveness goes on
             self.load_error = f"{type(error).__name__}: {error}".splitlines()[0]
             log.error("cannot load the model: %s", self.load_error)
@@ -166,6 +167,7 @@ def listening(host: str, port: int) -> socket.socket:
 
 def serve(
     folder: Path,
+    open_model: Opener,
     port: int,
     host: str = "0.0.0.0",
     routes: Routes | None = None,
@@ -176,7 +178,7 @@ def serve(
 ) -> None:
     """Serve `folder`'s model on host:port until SIGTERM or Ctrl-C, then drain and stop."""
     sock = listening(host, port)
-    model_server = ModelServer(routes or Routes(), name, sample)
+    model_server = ModelServer(open_model, routes or Routes(), name, sample)
     config = uvicorn.Config(
         App(model_server),
         loop="auto",  # uvloop where it installs (Linux, macOS), asyncio elsewhere
