@@ -39,8 +39,9 @@ def test_the_code_is_copied_last_and_runs_unprivileged(default_project: Path) ->
     runtime = (default_project / "Dockerfile").read_text().split(" AS runtime\n", 1)[1]
     # The instructions that make layers, and USER, in order.
     steps = re.findall(r"^(?:RUN|COPY|USER)\b.*$", runtime, re.MULTILINE)
-    assert steps[-4:] == [
+    assert steps[-5:] == [
         "COPY --from=builder /opt/venv /opt/venv",
+        "COPY --from=builder /opt/cloudgpu /opt/cloudgpu",  # checked there (in_image.py)
         "COPY configs configs",
         "COPY src src",
         "USER 1000:1000",

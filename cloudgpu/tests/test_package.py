@@ -1,6 +1,8 @@
-"""What the package promises as a whole: it imports only the standard library and PyYAML, and its
-tasks invoke (it runs on the user's machine, beside any project); no module imports itself back
-through others; and it acts on the project its tasks name, or the one it is run in."""
+"""What the package promises as a whole: on the user's machine it imports only the standard
+library and PyYAML, and its tasks invoke (beside any project); what runs in a project's images
+(serving/, live_metrics/, cluster/) imports only what its extra names and the image's lock holds;
+no module imports itself back through others, at run time; and it acts on the project its tasks
+name, or the one it is run in."""
 
 from __future__ import annotations
 
@@ -20,6 +22,14 @@ SOURCE = Path(cloudgpu.__file__).resolve().parent
 ALLOWED = set(sys.stdlib_module_names) | {"yaml", "cloudgpu", "botocore"}
 TASKS_ALLOWED = ALLOWED | {"invoke"}  # cloudgpu.tasks: what a project's tasks.py declares
 TESTING_ALLOWED = ALLOWED | {"pytest"}  # cloudgpu.testing: imported by tests only
+# What runs in a project's images: their locks hold these (pyproject.toml's extras serve, train);
+# the clouds' SDKs only where the job runs on that cloud (imported in the function that needs it).
+IN_IMAGE = {
+    "cloudgpu.serving": ALLOWED | {"numpy", "prometheus_client", "uvicorn"},
+    "cloudgpu.live_metrics": ALLOWED | {"prometheus_client", "pynvml"},
+    "cloudgpu.cluster": ALLOWED | {"google", "azure", "requests"},
+    "cloudgpu.in_image": ALLOWED | {"invoke"},  # invoke build's Exit, imported there only
+}
 
 
 def modules() -> dict[str, Path]:
@@ -35,7 +45,7 @@ def imported(name: str, path: Path) -> set[str]:
     """The absolute names of what module `name` imports (relative imports resolved)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     names = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in run_time_nodes(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             names |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -47,8 +57,25 @@ def imported(name: str, path: Path) -> set[str]:
     return names
 
 
+def run_time_nodes(tree: ast.AST) -> list[ast.AST]:
+    """Every node of `tree` but those under `if TYPE_CHECKING:`, which only a type checker
+    reads (an import there is none at run time)."""
+    found, waiting = [], [tree]
+    while waiting:
+        node = waiting.pop()
+        found.append(node)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            waiting.extend(node.orelse)
+            continue
+        waiting.extend(ast.iter_child_nodes(node))
+    return found
+
+
 def allowed(name: str) -> set[str]:
     """The top-level modules that module `name` may import."""
+    for package, names in IN_IMAGE.items():
+        if name == package or name.startswith(f"{package}."):
+            return names
     if name.startswith("cloudgpu.testing"):
         return TESTING_ALLOWED
     return TASKS_ALLOWED if name.startswith("cloudgpu.tasks") else ALLOWED
@@ -80,6 +107,19 @@ def test_no_module_imports_itself_back() -> None:
 def test_a_circle_is_a_cycle_error() -> None:
     with pytest.raises(graphlib.CycleError):
         graphlib.TopologicalSorter({"a": {"b"}, "b": {"a"}}).prepare()
+
+
+def test_an_import_for_the_type_checker_only_is_no_import(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    lines = ["from typing import TYPE_CHECKING", "import json", "if TYPE_CHECKING:",
+             "    from .server import Server", "else:", "    import csv"]  # fmt: skip
+    module.write_text("\n".join(lines) + "\n")
+    assert imported("cloudgpu.serving.m", module) == {
+        "typing",
+        "typing.TYPE_CHECKING",
+        "json",
+        "csv",
+    }
 
 
 ROOT_OF = "import cloudgpu.project as p; print(p.ROOT)"
