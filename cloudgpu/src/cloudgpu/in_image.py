@@ -71,21 +71,22 @@ def check_pin(pyproject: str) -> None:
 def stage(into: Path) -> int:
     """Write the package's files and SHA256SUMS into `into` (emptied first); their count."""
     recorded, files = _recorded(), package_files()
+    contents = {name: path.read_bytes() for name, path in files.items()}  # read once
     sums = []
-    for name, path in files.items():
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    for name, data in contents.items():
+        digest = hashlib.sha256(data).hexdigest()
         if recorded and recorded.get(name, digest) != digest:
-            raise StagingError(f"{path} is not the file pip installed with cloudgpu "
+            raise StagingError(f"{files[name]} is not the file pip installed with cloudgpu "
                                f"{cloudgpu.__version__}: reinstall it (invoke setup)")  # fmt: skip
         sums.append(f"{digest}  {name}\n")
-    if into.exists():
+    if into.exists():  # written only once every file is checked: never half a release
         shutil.rmtree(into)
-    for name, path in files.items():
+    for name, data in contents.items():
         target = into / name
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, target)
+        target.write_bytes(data)
     (into / SUMS).write_text("".join(sums), encoding="utf-8")
-    return len(files)
+    return len(contents)
 
 
 def stage_for_build(pyproject: str, context: Path) -> int:
